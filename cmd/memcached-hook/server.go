@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/example/memcached-operator/sync"
+)
+
+// serverOptions are what the handler needs from outside: limits, a clock and
+// the readiness switch that shutdown flips.
+type serverOptions struct {
+	maxRequestBytes int64
+	now             func() time.Time
+	ready           func() bool
+}
+
+// newServer returns the hook's whole HTTP surface.
+func newServer(logger *slog.Logger, opts serverOptions) http.Handler {
+	r := chi.NewRouter()
+	routes(r, logger, opts)
+	return r
+}
+
+// routes is the hook's HTTP surface in one place.
+func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
+	r.Use(recoverPanics(logger))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no such path %q: the hooks are POST /customize, /sync and /finalize", r.URL.Path)})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &httpError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+	})
+	r.Post("/customize", handleCustomize(logger, opts))
+	r.Post("/sync", handleSync(logger, opts, "sync"))
+	r.Post("/finalize", handleSync(logger, opts, "finalize"))
+	r.Get("/healthz", handleHealthz())
+	r.Get("/readyz", handleReadyz(opts.ready))
+}
+
+// httpError is a failed call: status and msg are what the client sees, err
+// (if any) is what is logged beside them.
+type httpError struct {
+	status int
+	msg    string
+	err    error
+}
+
+func (e *httpError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+
+// callLog gathers what one hook call's log line says.
+type callLog struct {
+	hook       string
+	namespace  string
+	name       string
+	generation int64
+	children   int
+	pods       int
+	start      time.Time
+}
+
+func (c *callLog) log(ctx context.Context, logger *slog.Logger, status int, err error) {
+	attrs := []slog.Attr{
+		slog.String("hook", c.hook),
+		slog.String("namespace", c.namespace),
+		slog.String("name", c.name),
+		slog.Int64("generation", c.generation),
+		slog.Int("children", c.children),
+		slog.Int("pods", c.pods),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(time.Since(c.start).Microseconds())/1000),
+	}
+	level, msg := slog.LevelInfo, "hook call"
+	if err != nil {
+		level = slog.LevelWarn
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func handleSync(logger *slog.Logger, opts serverOptions, hook string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		call := &callLog{hook: hook, start: time.Now()}
+		var req sync.Request
+		if err := decode(w, r, opts.maxRequestBytes, &req); err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		if hook == "finalize" {
+			req.Finalizing = true
+		}
+		if p := req.Parent; p != nil {
+			call.namespace, call.name, call.generation = p.Metadata.Namespace, p.Metadata.Name, p.Metadata.Generation
+		}
+		for _, objs := range req.Children {
+			call.children += len(objs)
+		}
+		call.pods = len(req.Related.Pods)
+
+		resp, err := sync.Sync(&req, opts.now())
+		if err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		if err := encode(w, resp); err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		call.log(r.Context(), logger, http.StatusOK, nil)
+	}
+}
+
+func handleCustomize(logger *slog.Logger, opts serverOptions) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		call := &callLog{hook: "customize", start: time.Now()}
+		var req sync.CustomizeRequest
+		if err := decode(w, r, opts.maxRequestBytes, &req); err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		if p := req.Parent; p != nil {
+			call.namespace, call.name, call.generation = p.Metadata.Namespace, p.Metadata.Name, p.Metadata.Generation
+		}
+		resp, err := sync.Customize(&req)
+		if err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		if err := encode(w, resp); err != nil {
+			fail(w, r, logger, call, err)
+			return
+		}
+		call.log(r.Context(), logger, http.StatusOK, nil)
+	}
+}
+
+func handleHealthz() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	}
+}
+
+// handleReadyz fails once shutdown has begun, so that endpoints drop the Pod
+// while it still answers the calls already routed to it.
+func handleReadyz(ready func() bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "shutting down\n")
+			return
+		}
+		io.WriteString(w, "ok\n")
+	}
+}
+
+// fail answers a failed call and logs it. Any error that is not an
+// httpError or a request error is the hook's own fault: 500, details only
+// in the log.
+func fail(w http.ResponseWriter, r *http.Request, logger *slog.Logger, call *callLog, err error) {
+	var he *httpError
+	var re *sync.RequestError
+	switch {
+	case errors.As(err, &he):
+	case errors.As(err, &re):
+		he = &httpError{status: http.StatusBadRequest, msg: re.Msg}
+	default:
+		he = &httpError{status: http.StatusInternalServerError, msg: "internal error", err: err}
+	}
+	writeError(w, he)
+	call.log(r.Context(), logger, he.status, he)
+}
+
+// decode reads a JSON request body into v. Everything that can be wrong with
+// a body is an httpError naming the problem.
+func decode(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) error {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return &httpError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Type is %q, want application/json", ct)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return &httpError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body is larger than %d bytes (--max-request-bytes)", maxBytes)}
+	case err != nil:
+		return &httpError{status: http.StatusBadRequest, msg: "reading request body", err: err}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &httpError{status: http.StatusBadRequest, msg: "request body is empty"}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return &httpError{status: http.StatusBadRequest, msg: "malformed JSON request: " + describeJSONError(body, err)}
+	}
+	return nil
+}
+
+// describeJSONError says where a body's JSON went wrong.
+func describeJSONError(body []byte, err error) string {
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("%v (at byte %d of %d)", syntax, syntax.Offset, len(body))
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Sprintf("field %q: got a JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
+	case errors.As(err, &typeErr):
+		return fmt.Sprintf("got a JSON %s, want an object", typeErr.Value)
+	}
+	return err.Error()
+}
+
+// encode writes v as a 200 JSON answer. It marshals first, so a failure is a
+// 500, never a truncated 200.
+func encode(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding answer: %w", err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(b, '\n'))
+	return nil
+}
+
+// writeError answers {"error": "..."} with the error's status.
+func writeError(w http.ResponseWriter, e *httpError) {
+	b, _ := json.Marshal(map[string]string{"error": e.msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.status)
+	w.Write(append(b, '\n'))
+}
+
+// recoverPanics turns a panic in one call into a logged 500, so that the
+// process and every other call go on.
+func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				logger.Error("panic in hook call", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				writeError(w, &httpError{status: http.StatusInternalServerError, msg: "internal error"})
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}

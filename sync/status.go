@@ -1,0 +1,305 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Condition types, after the Kubernetes API conventions.
+const (
+	ConditionAvailable   = "Available"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// observed is what the request says exists, reduced to what the status
+// needs.
+type observed struct {
+	childCount int
+	deployment *deploymentState
+	pods       []Pod           // the parent's live Pods, sorted by name
+	managed    map[string]bool // the child kinds the CompositeController manages
+}
+
+// deploymentState is the observed Deployment's spec and status, as far as
+// the status needs them.
+type deploymentState struct {
+	generation int64
+	replicas   int32
+	image      string
+	status     appsv1.DeploymentStatus
+}
+
+func observe(req *Request) observed {
+	obs := observed{managed: make(map[string]bool, len(req.Children))}
+	for kind, objs := range req.Children {
+		obs.managed[kind] = true
+		obs.childCount += len(objs)
+	}
+	name := req.Parent.Metadata.Name
+	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
+		obs.deployment = readDeployment(d)
+	}
+	sel := labels.SelectorFromSet(SelectorLabels(name))
+	for _, pod := range req.Related.Pods {
+		if pod.Metadata.DeletionTimestamp != nil ||
+			pod.Metadata.Namespace != req.Parent.Metadata.Namespace ||
+			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
+			continue
+		}
+		obs.pods = append(obs.pods, pod)
+	}
+	slices.SortFunc(obs.pods, func(a, b Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	return obs
+}
+
+// findChild finds a child by name, whichever way the hook version keys the
+// map.
+func findChild(objs map[string]Child, name string) (Child, bool) {
+	for _, c := range objs {
+		if c.Metadata.Name == name {
+			return c, true
+		}
+	}
+	return Child{}, false
+}
+
+func readDeployment(c Child) *deploymentState {
+	d := &deploymentState{generation: c.Metadata.Generation}
+	var spec appsv1.DeploymentSpec
+	if json.Unmarshal(c.Spec, &spec) == nil {
+		if spec.Replicas != nil {
+			d.replicas = *spec.Replicas
+		} else {
+			d.replicas = 1
+		}
+		for _, ctr := range spec.Template.Spec.Containers {
+			if ctr.Name == "memcached" {
+				d.image = ctr.Image
+			}
+		}
+	}
+	_ = json.Unmarshal(c.Status, &d.status)
+	return d
+}
+
+// status computes the parent's status from what was observed. spec is nil
+// when specErr says why.
+func status(p *Parent, spec *MemcachedSpec, specErr error, obs observed, now time.Time) *MemcachedStatus {
+	st := &MemcachedStatus{
+		ObservedGeneration: p.Metadata.Generation,
+		Nodes:              []string{},
+		Endpoints:          []string{},
+		Selector:           labels.SelectorFromSet(SelectorLabels(p.Metadata.Name)).String(),
+	}
+	for _, pod := range obs.pods {
+		st.Nodes = append(st.Nodes, pod.Metadata.Name)
+		st.Replicas++
+		if podReady(pod) {
+			st.ReadyReplicas++
+			if pod.Status.PodIP != "" {
+				st.Endpoints = append(st.Endpoints, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(MemcachedPort)))
+			}
+		}
+	}
+	slices.Sort(st.Endpoints)
+	if obs.deployment != nil {
+		st.Image = obs.deployment.image
+	}
+
+	// The size the Pods are measured against: the spec's, or, when the
+	// spec is invalid, what the observed Deployment still runs.
+	var size int32
+	switch {
+	case spec != nil:
+		size = *spec.Size
+	case obs.deployment != nil:
+		size = obs.deployment.replicas
+	}
+
+	conds := []metav1.Condition{
+		available(size, st.ReadyReplicas),
+		progressing(spec, specErr, size, obs, st),
+		degraded(spec, specErr, obs, p),
+	}
+	for i := range conds {
+		conds[i].ObservedGeneration = p.Metadata.Generation
+		conds[i].LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
+		if old := meta.FindStatusCondition(p.Status.Conditions, conds[i].Type); old != nil && old.Status == conds[i].Status {
+			conds[i].LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	st.Conditions = conds
+	return st
+}
+
+// MinAvailable is how many ready Pods make a Memcached of the given size
+// Available: all but one, and at least one. One missing Pod is what a
+// rolling update or the PodDisruptionBudget may take away; past that, a
+// client's miss rate climbs with every Pod lost.
+func MinAvailable(size int32) int32 { return max(1, size-1) }
+
+func available(size, ready int32) metav1.Condition {
+	switch need := MinAvailable(size); {
+	case size == 0:
+		return cond(ConditionAvailable, false, "ScaledToZero", "spec.size is 0: no memcached Pod runs")
+	case ready >= need:
+		return cond(ConditionAvailable, true, "EnoughPodsReady", fmt.Sprintf("%d of %d Pods ready (%d needed)", ready, size, need))
+	default:
+		return cond(ConditionAvailable, false, "NotEnoughPodsReady", fmt.Sprintf("%d of %d Pods ready (%d needed)", ready, size, need))
+	}
+}
+
+func progressing(spec *MemcachedSpec, specErr error, size int32, obs observed, st *MemcachedStatus) metav1.Condition {
+	d := obs.deployment
+	switch {
+	case specErr != nil:
+		return cond(ConditionProgressing, false, "InvalidSpec", "the spec is invalid: children are left as they are")
+	case d == nil:
+		return cond(ConditionProgressing, true, "DeploymentNotObserved", "waiting for the Deployment to be created")
+	case deploymentCondition(d.status, appsv1.DeploymentProgressing, "ProgressDeadlineExceeded"):
+		return cond(ConditionProgressing, false, "ProgressDeadlineExceeded", "the Deployment's rollout exceeded its progress deadline")
+	case d.replicas != size || d.image != spec.Image:
+		return cond(ConditionProgressing, true, "DeploymentUpdating", "waiting for the Deployment to take the new spec")
+	case d.status.ObservedGeneration < d.generation:
+		return cond(ConditionProgressing, true, "DeploymentUpdating", "waiting for the Deployment controller to observe the new spec")
+	case d.status.UpdatedReplicas < size || st.Replicas != size || st.ReadyReplicas < size:
+		return cond(ConditionProgressing, true, "RollingOut", fmt.Sprintf(
+			"%d of %d Pods updated, %d observed, %d ready", d.status.UpdatedReplicas, size, st.Replicas, st.ReadyReplicas))
+	default:
+		return cond(ConditionProgressing, false, "RolloutComplete", fmt.Sprintf("%d Pods up to date and ready", size))
+	}
+}
+
+func deploymentCondition(s appsv1.DeploymentStatus, t appsv1.DeploymentConditionType, reason string) bool {
+	for _, c := range s.Conditions {
+		if c.Type == t && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// podTroubles are the reasons Degraded reports from the Pods, worst first.
+var podTroubles = []string{"OOMKilled", "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "Unschedulable"}
+
+func degraded(spec *MemcachedSpec, specErr error, obs observed, p *Parent) metav1.Condition {
+	if specErr != nil {
+		return cond(ConditionDegraded, true, "InvalidSpec", specErr.Error())
+	}
+	found := map[string][]string{}
+	for _, pod := range obs.pods {
+		for _, r := range podTroubleReasons(pod) {
+			found[r] = append(found[r], pod.Metadata.Name)
+		}
+	}
+	var reason string
+	var msgs []string
+	for _, r := range podTroubles {
+		if pods := found[r]; len(pods) > 0 {
+			if reason == "" {
+				reason = r
+			}
+			msgs = append(msgs, r+": "+listNames(pods))
+		}
+	}
+	if d := obs.deployment; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, "ProgressDeadlineExceeded") {
+		if reason == "" {
+			reason = "ProgressDeadlineExceeded"
+		}
+		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
+	}
+	if missing := missingKinds(spec, obs); len(missing) > 0 {
+		if reason == "" {
+			reason = "ChildKindNotManaged"
+		}
+		msgs = append(msgs, "the CompositeController does not manage "+strings.Join(missing, ", ")+": apply the current manifests")
+	}
+	if reason == "" {
+		return cond(ConditionDegraded, false, "AsExpected", "no problem observed")
+	}
+	return cond(ConditionDegraded, true, reason, strings.Join(msgs, "; "))
+}
+
+// missingKinds names the child kinds the spec needs that the
+// CompositeController does not manage, so the hook could not make them.
+func missingKinds(s *MemcachedSpec, obs observed) []string {
+	need := []string{ServiceKey}
+	if *s.Size > 1 {
+		need = append(need, PDBKey)
+	}
+	if wantsServiceMonitor(s) {
+		need = append(need, ServiceMonitorKey)
+	}
+	var missing []string
+	for _, k := range need {
+		if !obs.managed[k] {
+			missing = append(missing, k)
+		}
+	}
+	return missing
+}
+
+func podTroubleReasons(pod Pod) []string {
+	var rs []string
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodScheduled) && c.Status == string(corev1.ConditionFalse) && c.Reason == corev1.PodReasonUnschedulable {
+			rs = append(rs, "Unschedulable")
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(podTroubles, w.Reason) {
+			rs = append(rs, w.Reason)
+		}
+		for _, t := range []*struct {
+			Reason string `json:"reason"`
+		}{cs.State.Terminated, cs.LastState.Terminated} {
+			if t != nil && t.Reason == "OOMKilled" {
+				rs = append(rs, "OOMKilled")
+			}
+		}
+	}
+	slices.Sort(rs)
+	return slices.Compact(rs)
+}
+
+// listNames lists at most five names, so that a message stays readable and
+// small on a large Memcached.
+func listNames(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+func podReady(pod Pod) bool {
+	if pod.Status.Phase != string(corev1.PodRunning) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodReady) {
+			return c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+func cond(t string, ok bool, reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg}
+}
