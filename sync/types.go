@@ -19,7 +19,7 @@ const (
 // object created under an older CRD, or with validation bypassed, still
 // reaches it.
 const (
-	DefaultImage          = "memcached:1.6.38-alpine"
+	DefaultImage          = "memcached:1.6.39-alpine"
 	DefaultExporterImage  = "quay.io/prometheus/memcached-exporter:v0.16.0"
 	DefaultSize           = 1
 	MaxSize               = 1000
@@ -66,8 +66,8 @@ type Memcached struct {
 // MemcachedSpec is what the user asks for. Every field is optional; an empty
 // spec runs one memcached Pod with memcached's own defaults.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 32) + 'Mi')) >= 0",message="resources.limits.memory must be at least memcached.maxMemoryMB + 32Mi: memcached needs memory beyond -m for connections and its hash table"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('memory' in self.resources.requests) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.requests['memory'])) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) <= 0",message="resources.requests.memory must not exceed resources.limits.memory"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 32) + 'Mi')) >= 0",fieldPath=".resources.limits.memory",message="resources.limits.memory must be at least memcached.maxMemoryMB + 32Mi: memcached needs memory beyond -m for connections and its hash table"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('memory' in self.resources.requests) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.requests['memory'])) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) <= 0",fieldPath=".resources.requests.memory",message="resources.requests.memory must not exceed resources.limits.memory"
 type MemcachedSpec struct {
 	// Size is the number of memcached Pods. Clients shard keys across them.
 	// +kubebuilder:default=1
@@ -135,7 +135,7 @@ type MemcachedSpec struct {
 
 // MemcachedConfig holds the memcached flags the operator manages.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !isQuantity(string(self.maxItemSize)) || quantity(string(self.maxItemSize)).compareTo(quantity(string((has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288))) <= 0",message="maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !isQuantity(string(self.maxItemSize)) || quantity(string(self.maxItemSize)).compareTo(quantity(string((has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288))) <= 0",fieldPath=".maxItemSize",message="maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start"
 type MemcachedConfig struct {
 	// MaxMemoryMB is memcached's item memory (-m), in megabytes. The process
 	// uses more than this; see resources.
@@ -187,7 +187,7 @@ type MemcachedConfig struct {
 
 // MetricsSpec configures the Prometheus memcached exporter sidecar.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.serviceMonitor) || !has(self.serviceMonitor.enabled) || !self.serviceMonitor.enabled || (has(self.enabled) && self.enabled)",message="metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the exporter"
+// +kubebuilder:validation:XValidation:rule="!has(self.serviceMonitor) || !has(self.serviceMonitor.enabled) || !self.serviceMonitor.enabled || (has(self.enabled) && self.enabled)",fieldPath=".serviceMonitor.enabled",message="metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the exporter"
 type MetricsSpec struct {
 	// Enabled runs prometheus/memcached_exporter beside memcached, on port
 	// 9150, and adds that port to the Service.
@@ -207,7 +207,7 @@ type MetricsSpec struct {
 
 	// ServiceMonitor makes a Prometheus Operator ServiceMonitor. It needs
 	// the ServiceMonitor CRD in the cluster and the servicemonitors child
-	// resource in the CompositeController (manifests/components/servicemonitor).
+	// resource in the CompositeController (manifests/overlays/servicemonitor).
 	// +optional
 	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
 }
