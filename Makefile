@@ -14,7 +14,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD := manifests/base/crd/cache.example.com_memcacheds.yaml
 ARGS ?=
 
--include test/tools/Makefile.inc
+include test/tools/Makefile.inc
 
 .PHONY: help
 help: ## list the targets
@@ -29,9 +29,8 @@ build: ## build bin/memcached-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/memcached-hook ./cmd/memcached-hook
 
 .PHONY: test
-test: vet verify-generate kube-tools ## run every test
-	KUBE_APISERVER_BIN=$(BIN)/kube-apiserver ETCD_BIN=$(BIN)/etcd KUBECTL_BIN=$(BIN)/kubectl \
-		$(GO) test -race -count=1 ./...
+test: vet verify-generate test-tools ## run every test
+	$(TEST_TOOLS_ENV) $(GO) test -race -count=1 ./...
 
 .PHONY: test-unit
 test-unit: ## the tests that need no API server

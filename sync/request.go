@@ -42,15 +42,28 @@ type Related struct {
 	Pods map[string]Pod `json:"Pod.v1"`
 }
 
-// Parent is the observed Memcached. Its spec stays raw until the hook
-// decodes it, so that a spec of the wrong shape becomes an InvalidSpec
-// status (keeping every child) rather than a rejected call.
+// Parent is the observed Memcached. Its spec and status stay raw until the
+// hook decodes them: a spec of the wrong shape becomes an InvalidSpec status
+// (keeping every child) rather than a rejected call, and a status written by
+// an older hook, whatever its shape, cannot make every call fail.
 type Parent struct {
 	APIVersion string            `json:"apiVersion"`
 	Kind       string            `json:"kind"`
 	Metadata   metav1.ObjectMeta `json:"metadata"`
 	Spec       json.RawMessage   `json:"spec"`
-	Status     MemcachedStatus   `json:"status"`
+	Status     json.RawMessage   `json:"status"`
+}
+
+// conditions returns the parent's observed conditions, or none if its status
+// does not hold well-formed ones.
+func (p *Parent) conditions() []metav1.Condition {
+	var st struct {
+		Conditions []metav1.Condition `json:"conditions"`
+	}
+	if json.Unmarshal(p.Status, &st) != nil {
+		return nil
+	}
+	return st.Conditions
 }
 
 // Child is an observed child: enough to read its state and, when the spec is

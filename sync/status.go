@@ -133,10 +133,11 @@ func status(p *Parent, spec *MemcachedSpec, specErr error, obs observed, now tim
 		progressing(spec, specErr, size, obs, st),
 		degraded(spec, specErr, obs, p),
 	}
+	old := p.conditions()
 	for i := range conds {
 		conds[i].ObservedGeneration = p.Metadata.Generation
 		conds[i].LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
-		if old := meta.FindStatusCondition(p.Status.Conditions, conds[i].Type); old != nil && old.Status == conds[i].Status {
+		if old := meta.FindStatusCondition(old, conds[i].Type); old != nil && old.Status == conds[i].Status {
 			conds[i].LastTransitionTime = old.LastTransitionTime
 		}
 	}
