@@ -241,8 +241,10 @@ func MemcachedResources(s *MemcachedSpec) corev1.ResourceRequirements {
 }
 
 // mergeResources lays the user's requests and limits over the defaults, key
-// by key. A user memory limit below the default request pulls the request
-// down with it, so that the pair stays valid.
+// by key. Where the user set only one side, the default on the other side
+// moves to keep the pair valid: a user limit below the default request pulls
+// the request down, a user request above the default limit pushes the limit
+// up.
 func mergeResources(defaults corev1.ResourceRequirements, user *corev1.ResourceRequirements) corev1.ResourceRequirements {
 	if user == nil {
 		return defaults
@@ -259,6 +261,14 @@ func mergeResources(defaults corev1.ResourceRequirements, user *corev1.ResourceR
 		}
 		if req, ok := out.Requests[name]; ok && req.Cmp(limit) > 0 {
 			out.Requests[name] = limit
+		}
+	}
+	for name, req := range user.Requests {
+		if _, set := user.Limits[name]; set {
+			continue
+		}
+		if limit, ok := out.Limits[name]; ok && limit.Cmp(req) < 0 {
+			out.Limits[name] = req
 		}
 	}
 	return out

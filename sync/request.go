@@ -54,16 +54,23 @@ type Parent struct {
 	Status     json.RawMessage   `json:"status"`
 }
 
-// conditions returns the parent's observed conditions, or none if its status
-// does not hold well-formed ones.
+// conditions returns the parent's well-formed observed conditions; a
+// malformed one is dropped alone.
 func (p *Parent) conditions() []metav1.Condition {
 	var st struct {
-		Conditions []metav1.Condition `json:"conditions"`
+		Conditions []json.RawMessage `json:"conditions"`
 	}
 	if json.Unmarshal(p.Status, &st) != nil {
 		return nil
 	}
-	return st.Conditions
+	var out []metav1.Condition
+	for _, raw := range st.Conditions {
+		var c metav1.Condition
+		if json.Unmarshal(raw, &c) == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Child is an observed child: enough to read its state and, when the spec is

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ type observed struct {
 	deployment *deploymentState
 	pods       []Pod           // the parent's live Pods, sorted by name
 	managed    map[string]bool // the child kinds the CompositeController manages
+	finalizing bool
 }
 
 // deploymentState is the observed Deployment's spec and status, as far as
@@ -42,7 +44,7 @@ type deploymentState struct {
 }
 
 func observe(req *Request) observed {
-	obs := observed{managed: make(map[string]bool, len(req.Children))}
+	obs := observed{managed: make(map[string]bool, len(req.Children)), finalizing: req.Finalizing}
 	for kind, objs := range req.Children {
 		obs.managed[kind] = true
 		obs.childCount += len(objs)
@@ -53,7 +55,10 @@ func observe(req *Request) observed {
 	}
 	sel := labels.SelectorFromSet(SelectorLabels(name))
 	for _, pod := range req.Related.Pods {
+		// Terminating and finished (evicted, completed) Pods are not
+		// members any more; the ReplicaSet has already replaced them.
 		if pod.Metadata.DeletionTimestamp != nil ||
+			pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
 			pod.Metadata.Namespace != req.Parent.Metadata.Namespace ||
 			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
 			continue
@@ -128,8 +133,12 @@ func status(p *Parent, spec *MemcachedSpec, specErr error, obs observed, now tim
 		size = obs.deployment.replicas
 	}
 
+	avail := available(size, st.ReadyReplicas)
+	if spec == nil && obs.deployment == nil {
+		avail = cond(ConditionAvailable, false, "InvalidSpec", "the spec is invalid and no Deployment exists")
+	}
 	conds := []metav1.Condition{
-		available(size, st.ReadyReplicas),
+		avail,
 		progressing(spec, specErr, size, obs, st),
 		degraded(spec, specErr, obs, p),
 	}
@@ -165,6 +174,8 @@ func available(size, ready int32) metav1.Condition {
 func progressing(spec *MemcachedSpec, specErr error, size int32, obs observed, st *MemcachedStatus) metav1.Condition {
 	d := obs.deployment
 	switch {
+	case obs.finalizing:
+		return cond(ConditionProgressing, true, "Deleting", "the Memcached is being deleted: waiting for its children to go")
 	case specErr != nil:
 		return cond(ConditionProgressing, false, "InvalidSpec", "the spec is invalid: children are left as they are")
 	case d == nil:
@@ -197,7 +208,7 @@ var podTroubles = []string{"OOMKilled", "CrashLoopBackOff", "ImagePullBackOff", 
 
 func degraded(spec *MemcachedSpec, specErr error, obs observed, p *Parent) metav1.Condition {
 	if specErr != nil {
-		return cond(ConditionDegraded, true, "InvalidSpec", specErr.Error())
+		return cond(ConditionDegraded, true, "InvalidSpec", truncate(specErr.Error(), maxMessage))
 	}
 	found := map[string][]string{}
 	for _, pod := range obs.pods {
@@ -263,12 +274,14 @@ func podTroubleReasons(pod Pod) []string {
 		if w := cs.State.Waiting; w != nil && slices.Contains(podTroubles, w.Reason) {
 			rs = append(rs, w.Reason)
 		}
-		for _, t := range []*struct {
-			Reason string `json:"reason"`
-		}{cs.State.Terminated, cs.LastState.Terminated} {
-			if t != nil && t.Reason == "OOMKilled" {
-				rs = append(rs, "OOMKilled")
-			}
+		// An OOM kill counts while the container is down because of it:
+		// a Pod that was killed once and has run fine since is not
+		// degraded, and its lastState keeps the reason until the next
+		// restart.
+		oomNow := cs.State.Terminated != nil && cs.State.Terminated.Reason == "OOMKilled"
+		oomBefore := cs.LastState.Terminated != nil && cs.LastState.Terminated.Reason == "OOMKilled"
+		if oomNow || (oomBefore && !cs.Ready) {
+			rs = append(rs, "OOMKilled")
 		}
 	}
 	slices.Sort(rs)
@@ -295,6 +308,21 @@ func podReady(pod Pod) bool {
 		}
 	}
 	return false
+}
+
+// maxMessage bounds a condition message far below the API's 32,768
+// characters: an invalid spec's message quotes the user's values.
+const maxMessage = 2048
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func cond(t string, ok bool, reason, msg string) metav1.Condition {

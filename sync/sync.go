@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,7 @@ func keepChildren(children map[string]map[string]Child) []any {
 		objs := children[kind]
 		for _, key := range slices.Sorted(maps.Keys(objs)) {
 			c := objs[key]
-			if last := c.Metadata.Annotations[lastAppliedAnnotation]; last != "" && json.Valid([]byte(last)) {
+			if last := c.Metadata.Annotations[lastAppliedAnnotation]; isObject(last) {
 				out = append(out, json.RawMessage(last))
 				continue
 			}
@@ -108,4 +109,13 @@ func keepChildren(children map[string]map[string]Child) []any {
 		}
 	}
 	return out
+}
+
+// isObject tells whether s is a JSON object with a kind, as every child
+// must be.
+func isObject(s string) bool {
+	var obj struct {
+		Kind string `json:"kind"`
+	}
+	return strings.HasPrefix(strings.TrimSpace(s), "{") && json.Unmarshal([]byte(s), &obj) == nil && obj.Kind != ""
 }

@@ -176,11 +176,12 @@ type MemcachedConfig struct {
 
 	// ExtraArgs are passed to memcached after the managed flags, each item
 	// one argv entry ("-o", "idle_timeout=600"). They cannot set the flags
-	// the operator manages: port, listen address, user, memory,
-	// connections, threads, item size, verbosity, UDP or daemon mode.
+	// the operator manages: port, listen address, unix socket, user,
+	// memory, connections, threads, item size, verbosity, UDP or daemon
+	// mode; nor help, version or license, which exit.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=1024
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[^-]*[pmctIvUlud]') && !a.matches('^--(port|memory-limit|conn-limit|threads|max-item-size|verbose|udp-port|listen|user|daemon)(=|$)'))",message="extraArgs must not set a flag the operator manages (-p -l -u -d -m -c -t -I -v -U or their long forms); pass -o and its value as two items"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !a.matches('^-[^-]*[pmctIvUludshVi]') && !(a.startsWith('--') && ['port', 'memory-limit', 'conn-limit', 'threads', 'max-item-size', 'verbose', 'udp-port', 'listen', 'user', 'daemon', 'unix-socket', 'help', 'version', 'license'].exists(f, f.startsWith(a.substring(2).split('=')[0]))))",message="extraArgs must not set a flag the operator manages (-p -l -u -d -m -c -t -I -v -U -s, their long forms or any prefix of them) nor -h -V -i; pass -o and its value as two items"
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
 }

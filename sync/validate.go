@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // SpecError lists what is wrong with a Memcached's spec, each item naming the
@@ -27,6 +30,9 @@ func decodeSpec(raw json.RawMessage) (*MemcachedSpec, error) {
 	var spec MemcachedSpec
 	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &spec); err != nil {
+			if problems := badQuantities(raw); len(problems) > 0 {
+				return nil, &SpecError{Problems: problems}
+			}
 			return nil, &SpecError{Problems: []string{describeDecodeError(err)}}
 		}
 	}
@@ -46,6 +52,56 @@ func describeDecodeError(err error) string {
 		return fmt.Sprintf("spec: got a JSON %s, want an object", typeErr.Value)
 	}
 	return "spec: " + err.Error()
+}
+
+// badQuantities names the quantity fields of a spec that do not parse:
+// resource.Quantity's own error says what is wrong but not where.
+func badQuantities(raw json.RawMessage) []string {
+	type resources struct {
+		Requests map[string]json.RawMessage `json:"requests"`
+		Limits   map[string]json.RawMessage `json:"limits"`
+	}
+	var q struct {
+		Memcached *struct {
+			MaxItemSize json.RawMessage `json:"maxItemSize"`
+		} `json:"memcached"`
+		Resources *resources `json:"resources"`
+		Metrics   *struct {
+			Resources *resources `json:"resources"`
+		} `json:"metrics"`
+	}
+	if json.Unmarshal(raw, &q) != nil {
+		return nil
+	}
+	var p []string
+	check := func(path string, v json.RawMessage) {
+		if v == nil {
+			return
+		}
+		var qty resource.Quantity
+		if err := json.Unmarshal(v, &qty); err != nil {
+			p = append(p, fmt.Sprintf("spec.%s: %s is not a quantity (write it like 512Mi or 1Gi)", path, v))
+		}
+	}
+	checkAll := func(path string, r *resources) {
+		if r == nil {
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Requests)) {
+			check(path+".requests."+k, r.Requests[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Limits)) {
+			check(path+".limits."+k, r.Limits[k])
+		}
+	}
+	if q.Memcached != nil {
+		check("memcached.maxItemSize", q.Memcached.MaxItemSize)
+	}
+	checkAll("resources", q.Resources)
+	if q.Metrics != nil {
+		checkAll("metrics.resources", q.Metrics.Resources)
+	}
+	return p
 }
 
 func typeName(goType string) string {
@@ -98,9 +154,33 @@ func setDefaults(s *MemcachedSpec) {
 	}
 }
 
-// managedFlag matches an extraArgs item that would set a flag the operator
-// manages: a short-flag group holding one of them, or a long form.
-var managedFlag = regexp.MustCompile(`^-[^-]*[pmctIvUlud]|^--(port|memory-limit|conn-limit|threads|max-item-size|verbose|udp-port|listen|user|daemon)(=|$)`)
+// managedShortFlags matches a short-flag group that holds a flag the
+// operator manages (port, listen, user, daemon, memory, connections,
+// threads, item size, verbosity, UDP, unix socket) or one that makes
+// memcached print and exit (help, version, license).
+var managedShortFlags = regexp.MustCompile(`^-[^-]*[pmctIvUludshVi]`)
+
+// managedLongFlags are the long forms of the same. memcached's getopt_long
+// takes any unambiguous prefix (--thr=8), so a prefix of one is refused too.
+var managedLongFlags = []string{
+	"port", "memory-limit", "conn-limit", "threads", "max-item-size", "verbose", "udp-port",
+	"listen", "user", "daemon", "unix-socket", "help", "version", "license",
+}
+
+// setsManagedFlag tells whether an extraArgs item would set a flag the
+// operator manages. The CRD's CEL rule on extraArgs says the same.
+func setsManagedFlag(arg string) bool {
+	if long, ok := strings.CutPrefix(arg, "--"); ok {
+		name, _, _ := strings.Cut(long, "=")
+		for _, f := range managedLongFlags {
+			if strings.HasPrefix(f, name) {
+				return true
+			}
+		}
+		return false
+	}
+	return managedShortFlags.MatchString(arg)
+}
 
 var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy}
 
@@ -136,7 +216,7 @@ func validate(s *MemcachedSpec) []string {
 		bad("spec.memcached.verbosity: %d is out of range, want 0 to %d", v, MaxVerbosity)
 	}
 	for i, a := range m.ExtraArgs {
-		if managedFlag.MatchString(a) {
+		if setsManagedFlag(a) {
 			bad("spec.memcached.extraArgs[%d]: %q sets a flag the operator manages", i, a)
 		}
 	}
@@ -155,8 +235,48 @@ func validate(s *MemcachedSpec) []string {
 			bad("spec.podLabels: %q is the operator's label", k)
 		}
 	}
+	// The API server would refuse the children for these, and Metacontroller
+	// would retry forever with nothing in the status to say why.
+	p = append(p, labelProblems("spec.podLabels", s.PodLabels)...)
+	p = append(p, labelProblems("spec.nodeSelector", s.NodeSelector)...)
+	for _, k := range slices.Sorted(maps.Keys(s.PodAnnotations)) {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			bad("spec.podAnnotations: key %q: %s", k, msg)
+		}
+	}
+	if s.PriorityClassName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(s.PriorityClassName) {
+			bad("spec.priorityClassName: %q: %s", s.PriorityClassName, msg)
+		}
+	}
+	if mt := s.Metrics; mt != nil && mt.ServiceMonitor != nil {
+		p = append(p, labelProblems("spec.metrics.serviceMonitor.labels", mt.ServiceMonitor.Labels)...)
+		if iv := mt.ServiceMonitor.Interval; iv != "" && !promDuration.MatchString(iv) {
+			bad("spec.metrics.serviceMonitor.interval: %q is not a Prometheus duration like 30s or 1m30s", iv)
+		}
+	}
+	if mt := s.Metrics; mt != nil && strings.ContainsAny(mt.Image, " \t\n") {
+		bad("spec.metrics.image: %q must not contain spaces", mt.Image)
+	}
 	if mt := s.Metrics; mt != nil && mt.ServiceMonitor != nil && mt.ServiceMonitor.Enabled && !mt.Enabled {
 		bad("spec.metrics.serviceMonitor.enabled: needs spec.metrics.enabled")
+	}
+	return p
+}
+
+// promDuration is the CRD's pattern for a ServiceMonitor interval.
+var promDuration = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
+
+// labelProblems checks a label map's keys and values, in key order.
+func labelProblems(field string, labels map[string]string) []string {
+	var p []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			p = append(p, fmt.Sprintf("%s: key %q: %s", field, k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			p = append(p, fmt.Sprintf("%s: value %q of %q: %s", field, labels[k], k, msg))
+		}
 	}
 	return p
 }

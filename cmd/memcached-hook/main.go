@@ -15,7 +15,8 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// After the first signal, the next one kills at once.
+	context.AfterFunc(ctx, stop)
 	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "memcached-hook: %v\n", err)
 		os.Exit(1)

@@ -29,6 +29,9 @@ type config struct {
 // a flag on the command line wins.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
 	cfg := &config{}
+	if len(args) == 0 {
+		args = []string{"memcached-hook"}
+	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listenAddress, "listen-address", ":8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one)")
@@ -42,10 +45,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		fs.PrintDefaults()
 	}
 
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	// The environment fills in what the command line left unset.
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "MEMCACHED_HOOK_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
+		if v := getenv(name); v != "" && envErr == nil && !onCommandLine[f.Name] {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
 			}
@@ -54,14 +63,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if envErr != nil {
 		return nil, envErr
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, err
-	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if cfg.maxRequestBytes <= 0 {
 		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)
+	}
+	if cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0 {
+		return nil, fmt.Errorf("--shutdown-delay and --shutdown-timeout must not be negative")
 	}
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return nil, fmt.Errorf("--log-format must be json or text, got %q", cfg.logFormat)
@@ -118,6 +127,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	shuttingDown.Store(true)
+	// Send callers that reuse a connection back through the Service, to a
+	// Pod that is not going away.
+	srv.SetKeepAlivesEnabled(false)
 	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
 	select {
 	case <-time.After(cfg.shutdownDelay):

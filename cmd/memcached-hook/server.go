@@ -39,14 +39,22 @@ func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no such path %q: the hooks are POST /customize, /sync and /finalize", r.URL.Path)})
 	})
+	router := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+			if router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
 		writeError(w, &httpError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
 	})
 	r.Post("/customize", handleCustomize(logger, opts))
 	r.Post("/sync", handleSync(logger, opts, "sync"))
 	r.Post("/finalize", handleSync(logger, opts, "finalize"))
 	r.Get("/healthz", handleHealthz())
+	r.Head("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(opts.ready))
+	r.Head("/readyz", handleReadyz(opts.ready))
 }
 
 // httpError is a failed call: status and msg are what the client sees, err
@@ -254,10 +262,13 @@ func writeError(w http.ResponseWriter, e *httpError) {
 }
 
 // recoverPanics turns a panic in one call into a logged 500, so that the
-// process and every other call go on.
+// process and every other call go on. If the answer had already begun, a
+// 500 can no longer be sent: the connection is cut instead, which
+// Metacontroller treats as a failed call, never as a short 200.
 func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tw := &trackingWriter{ResponseWriter: w}
 			defer func() {
 				v := recover()
 				if v == nil {
@@ -267,9 +278,31 @@ func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
 					panic(v)
 				}
 				logger.Error("panic in hook call", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if tw.wroteHeader {
+					panic(http.ErrAbortHandler)
+				}
 				writeError(w, &httpError{status: http.StatusInternalServerError, msg: "internal error"})
 			}()
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(tw, r)
 		})
 	}
 }
+
+// trackingWriter remembers whether the answer has begun.
+type trackingWriter struct {
+	http.ResponseWriter
+	wroteHeader bool
+}
+
+func (w *trackingWriter) WriteHeader(code int) {
+	w.wroteHeader = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) Write(b []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *trackingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
