@@ -35,7 +35,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listenAddress, "listen-address", ":8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one)")
-	fs.Int64Var(&cfg.maxRequestBytes, "max-request-bytes", 32<<20, "largest request body accepted, in `bytes`; larger ones get 413 (a 1,000-Pod sync request is about 4.6 MB)")
+	fs.Int64Var(&cfg.maxRequestBytes, "max-request-bytes", 32<<20, "largest request body accepted, in `bytes`; larger ones get 413 (a 1,000-Pod sync request is 4 to 5 MB)")
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 20*time.Second, "after the delay, how long in-flight calls get to finish")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
