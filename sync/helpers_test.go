@@ -98,8 +98,8 @@ func loadCapture(t testing.TB, rel string) capture {
 }
 
 // callHook answers a request body as the HTTP layer does: it decodes the body
-// into the hook's request type, sets Finalizing for the finalize hook, and
-// encodes the answer with encoding/json.
+// with sync.DecodeRequest (or DecodeCustomizeRequest), sets Finalizing for
+// the finalize hook, and encodes the answer with encoding/json.
 func callHook(t *testing.T, hook string, body []byte, now time.Time) []byte {
 	t.Helper()
 	out, err := tryHook(hook, body, now)
@@ -114,24 +114,24 @@ func tryHook(hook string, body []byte, now time.Time) ([]byte, error) {
 	var resp any
 	switch hook {
 	case "customize":
-		var req sync.CustomizeRequest
-		if err := json.Unmarshal(body, &req); err != nil {
+		req, err := sync.DecodeCustomizeRequest(body)
+		if err != nil {
 			return nil, fmt.Errorf("decoding the request: %w", err)
 		}
-		r, err := sync.Customize(&req)
+		r, err := sync.Customize(req)
 		if err != nil {
 			return nil, err
 		}
 		resp = r
 	case "sync", "finalize":
-		var req sync.Request
-		if err := json.Unmarshal(body, &req); err != nil {
+		req, err := sync.DecodeRequest(body)
+		if err != nil {
 			return nil, fmt.Errorf("decoding the request: %w", err)
 		}
 		if hook == "finalize" {
 			req.Finalizing = true
 		}
-		r, err := sync.Sync(&req, now)
+		r, err := sync.Sync(req, now)
 		if err != nil {
 			return nil, err
 		}

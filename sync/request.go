@@ -165,9 +165,16 @@ type RelatedResourceRule struct {
 // Answering anything would risk Metacontroller deleting children.
 type RequestError struct {
 	Msg string
+	// Err is the underlying error, if any: for a body that does not decode,
+	// the JSON decoder's own.
+	Err error
 }
 
 func (e *RequestError) Error() string { return e.Msg }
+
+// Unwrap returns the underlying error, so that errors.As finds the JSON
+// decoder's error (and its byte offset) behind a malformed request.
+func (e *RequestError) Unwrap() error { return e.Err }
 
 func badRequest(format string, args ...any) error {
 	return &RequestError{Msg: fmt.Sprintf(format, args...)}

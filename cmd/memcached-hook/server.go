@@ -199,14 +199,17 @@ func fail(w http.ResponseWriter, r *http.Request, logger *slog.Logger, call *cal
 	call.log(r.Context(), logger, he.status, he)
 }
 
-// decode reads a JSON request body into v. Everything that can be wrong with
-// a body is an httpError naming the problem.
+// decode reads a JSON request body into v, a *sync.Request or a
+// *sync.CustomizeRequest, with the decoders of package sync (JSON v2: field
+// names case-sensitive, duplicate names and invalid UTF-8 refused). Everything
+// that can be wrong with a body is an error naming the problem: an httpError,
+// or a *sync.RequestError that fail turns into a 400.
 func decode(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) error {
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		return &httpError{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Type is %q, want application/json", ct)}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
+	body, err := readBody(w, r, maxBytes)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -217,25 +220,40 @@ func decode(w http.ResponseWriter, r *http.Request, maxBytes int64, v any) error
 	if len(bytes.TrimSpace(body)) == 0 {
 		return &httpError{status: http.StatusBadRequest, msg: "request body is empty"}
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return &httpError{status: http.StatusBadRequest, msg: "malformed JSON request: " + describeJSONError(body, err)}
+	switch v := v.(type) {
+	case *sync.Request:
+		req, err := sync.DecodeRequest(body)
+		if err != nil {
+			return err
+		}
+		*v = *req
+	case *sync.CustomizeRequest:
+		req, err := sync.DecodeCustomizeRequest(body)
+		if err != nil {
+			return err
+		}
+		*v = *req
+	default:
+		return fmt.Errorf("decode: no decoder for %T", v)
 	}
 	return nil
 }
 
-// describeJSONError says where a body's JSON went wrong.
-func describeJSONError(body []byte, err error) string {
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax):
-		return fmt.Sprintf("%v (at byte %d of %d)", syntax, syntax.Offset, len(body))
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return fmt.Sprintf("field %q: got a JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
-	case errors.As(err, &typeErr):
-		return fmt.Sprintf("got a JSON %s, want an object", typeErr.Value)
+// readBody reads the whole request body, at most maxBytes of it. A body that
+// states its length (Metacontroller's always does) is read into one buffer of
+// that size: io.ReadAll's doubling would allocate about twice the body, which
+// for a 1,000-Pod sync is 4 to 5 MB.
+func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, maxBytes)
+	if r.ContentLength <= 0 || r.ContentLength > maxBytes {
+		return io.ReadAll(body)
 	}
-	return err.Error()
+	// net/http ends the body at the stated length, and fails a shorter one.
+	buf := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // encode writes v as a 200 JSON answer. It marshals first, so a failure is a
