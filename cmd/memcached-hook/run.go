@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,12 +17,20 @@ import (
 
 // config is everything the flags set.
 type config struct {
-	listenAddress   string
-	maxRequestBytes int64
-	shutdownDelay   time.Duration
-	shutdownTimeout time.Duration
-	logLevel        slog.Level
-	logFormat       string
+	listenAddress      string
+	maxRequestBytes    int64
+	maxConcurrentCalls int
+	queueTimeout       time.Duration
+	shutdownDelay      time.Duration
+	shutdownTimeout    time.Duration
+	logLevel           slog.Level
+	logFormat          string
+	tlsCertFile        string
+	tlsKeyFile         string
+	clientCAFile       string
+	authTokenFile      string
+	basicAuthUserFile  string
+	basicAuthPassFile  string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -36,10 +45,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.listenAddress, "listen-address", ":8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one)")
 	fs.Int64Var(&cfg.maxRequestBytes, "max-request-bytes", 32<<20, "largest request body accepted, in `bytes`; larger ones get 413 (a 1,000-Pod sync request is 4 to 5 MB)")
+	fs.IntVar(&cfg.maxConcurrentCalls, "max-concurrent-calls", 8, "hook calls worked on at once; more wait for a slot (each holds its request, up to 5 MB for 1,000 Pods, and several times that decoded)")
+	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 2*time.Second, "how long a call over --max-concurrent-calls waits for a slot before it gets 429 with Retry-After, which Metacontroller takes as \"requeue\"")
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 20*time.Second, "after the delay, how long in-flight calls get to finish")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
+	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve HTTPS (TLS 1.2 or later) with the PEM certificate (chain) in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require hook calls to present a client certificate signed by a CA in this PEM `file` (needs --tls-cert-file; health checks and metrics stay open); reloaded when it changes")
+	fs.StringVar(&cfg.authTokenFile, "auth-token-file", "", "require hook calls to send \"Authorization: Bearer <token>\" with the token in this `file` (white space trimmed); reloaded when it changes")
+	fs.StringVar(&cfg.basicAuthUserFile, "basic-auth-username-file", "", "require hook calls to use Basic authentication with the username in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.basicAuthPassFile, "basic-auth-password-file", "", "the Basic authentication password, in this `file`; reloaded when it changes")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nServes Metacontroller's customize, sync and finalize hooks for Memcached objects.\nEvery flag may also be set as MEMCACHED_HOOK_<NAME> in the environment.\n\nFlags:\n", fs.Name())
 		fs.PrintDefaults()
@@ -75,6 +92,26 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return nil, fmt.Errorf("--log-format must be json or text, got %q", cfg.logFormat)
 	}
+	if cfg.maxConcurrentCalls <= 0 {
+		return nil, fmt.Errorf("--max-concurrent-calls must be positive, got %d", cfg.maxConcurrentCalls)
+	}
+	if cfg.queueTimeout < 0 {
+		return nil, fmt.Errorf("--queue-timeout must not be negative")
+	}
+	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
+		return nil, fmt.Errorf("--tls-cert-file and --tls-key-file go together")
+	}
+	if cfg.clientCAFile != "" && cfg.tlsCertFile == "" {
+		return nil, fmt.Errorf("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
+	}
+	if (cfg.basicAuthUserFile == "") != (cfg.basicAuthPassFile == "") {
+		return nil, fmt.Errorf("--basic-auth-username-file and --basic-auth-password-file go together")
+	}
+	if cfg.authTokenFile != "" && cfg.basicAuthUserFile != "" {
+		// As in Metacontroller, where authorization and basicAuth are
+		// mutually exclusive.
+		return nil, fmt.Errorf("--auth-token-file and --basic-auth-username-file are mutually exclusive")
+	}
 	return cfg, nil
 }
 
@@ -96,6 +133,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger := slog.New(handler)
 
+	m := newMetrics()
+	auth, err := newAuthenticator(authConfig{
+		tokenFile:        cfg.authTokenFile,
+		basicUserFile:    cfg.basicAuthUserFile,
+		basicPassFile:    cfg.basicAuthPassFile,
+		clientCertNeeded: cfg.clientCAFile != "",
+	}, logger, m)
+	if err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if cfg.tlsCertFile != "" {
+		if tlsConfig, err = newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile); err != nil {
+			return err
+		}
+	}
+
 	ln, err := net.Listen("tcp", cfg.listenAddress)
 	if err != nil {
 		return err
@@ -103,22 +157,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var shuttingDown atomic.Bool
 	srv := &http.Server{
 		Handler: newServer(logger, serverOptions{
-			maxRequestBytes: cfg.maxRequestBytes,
-			now:             time.Now,
-			ready:           func() bool { return !shuttingDown.Load() },
+			maxRequestBytes:    cfg.maxRequestBytes,
+			now:                time.Now,
+			ready:              func() bool { return !shuttingDown.Load() },
+			maxConcurrentCalls: cfg.maxConcurrentCalls,
+			queueTimeout:       cfg.queueTimeout,
+			metrics:            m,
+			auth:               auth,
 		}),
+		// Every limit is far above what a 1,000-Pod sync needs (4 to 5 MB,
+		// answered in tens of milliseconds) and above Metacontroller's
+		// 10 s call timeout, so only a stuck or hostile client meets it.
 		ReadHeaderTimeout: 10 * time.Second,
-		// Metacontroller gives a call 10 s by default; a 1,000-Pod
-		// request must still be read and answered well within that.
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: 30 * time.Second,
-		IdleTimeout:  90 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		// Longer than Go's HTTP client keeps an idle connection (90 s), so
+		// that the client, not the hook, closes it: a server closing an
+		// idle connection races with a call being sent on it.
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		TLSConfig:      tlsConfig,
+		// HTTP/1.1 only: Metacontroller's client uses it, and shutdown
+		// relies on "Connection: close" to move callers off this Pod.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		ErrorLog:     slog.NewLogLogger(handler, slog.LevelWarn),
 	}
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("listening", "address", ln.Addr().String(), "max_request_bytes", cfg.maxRequestBytes)
+	go func() {
+		if tlsConfig != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
+	logger.Info("listening", "address", ln.Addr().String(), "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+		"auth", authMode(cfg), "max_request_bytes", cfg.maxRequestBytes, "max_concurrent_calls", cfg.maxConcurrentCalls)
 
 	select {
 	case err := <-serveErr:
@@ -126,10 +200,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case <-ctx.Done():
 	}
 
+	// From now on /readyz fails and every answer closes its connection
+	// (see closeWhenNotReady), sending callers that reuse a connection back
+	// through the Service, to a Pod that is not going away.
 	shuttingDown.Store(true)
-	// Send callers that reuse a connection back through the Service, to a
-	// Pod that is not going away.
-	srv.SetKeepAlivesEnabled(false)
 	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
 	select {
 	case <-time.After(cfg.shutdownDelay):
@@ -143,4 +217,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// authMode names the credentials hook calls need, for the log.
+func authMode(cfg *config) string {
+	switch {
+	case cfg.authTokenFile != "":
+		return "bearer"
+	case cfg.basicAuthUserFile != "":
+		return "basic"
+	}
+	return "none"
 }

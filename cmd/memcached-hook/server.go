@@ -18,12 +18,20 @@ import (
 	"github.com/example/memcached-operator/sync"
 )
 
-// serverOptions are what the handler needs from outside: limits, a clock and
-// the readiness switch that shutdown flips.
+// serverOptions are what the handler needs from outside: limits, a clock,
+// the readiness switch that shutdown flips, metrics and credentials.
 type serverOptions struct {
 	maxRequestBytes int64
 	now             func() time.Time
 	ready           func() bool
+	// maxConcurrentCalls bounds the hook calls worked on at once (0: no
+	// bound); a call waits up to queueTimeout for a slot, then gets 429.
+	maxConcurrentCalls int
+	queueTimeout       time.Duration
+	// metrics counts calls; nil gets a registry of its own.
+	metrics *metrics
+	// auth checks every hook call's credentials; nil lets every call in.
+	auth *authenticator
 }
 
 // newServer returns the hook's whole HTTP surface.
@@ -34,8 +42,17 @@ func newServer(logger *slog.Logger, opts serverOptions) http.Handler {
 }
 
 // routes is the hook's HTTP surface in one place.
+//
+// Every hook call goes through, in order: panic recovery; metrics (so that
+// refused calls are counted); authentication (so that a caller without
+// credentials takes no slot); the concurrency limit; then the handler.
+// /healthz, /readyz and /metrics need no credentials: kubelet and
+// Prometheus carry none.
 func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
-	r.Use(recoverPanics(logger))
+	if opts.metrics == nil {
+		opts.metrics = newMetrics()
+	}
+	r.Use(recoverPanics(logger), closeWhenNotReady(opts.ready))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no such path %q: the hooks are POST /customize, /sync and /finalize", r.URL.Path)})
 	})
@@ -48,9 +65,20 @@ func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
 		}
 		writeError(w, &httpError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
 	})
-	r.Post("/customize", handleCustomize(logger, opts))
-	r.Post("/sync", handleSync(logger, opts, "sync"))
-	r.Post("/finalize", handleSync(logger, opts, "finalize"))
+	hook := func(name string) chi.Router {
+		h := r.With(opts.metrics.instrument(name))
+		if opts.auth != nil {
+			h = h.With(opts.auth.middleware)
+		}
+		if opts.maxConcurrentCalls > 0 {
+			h = h.With(limitConcurrency(opts.maxConcurrentCalls, opts.queueTimeout))
+		}
+		return h
+	}
+	hook("customize").Post("/customize", handleCustomize(logger, opts))
+	hook("sync").Post("/sync", handleSync(logger, opts, "sync"))
+	hook("finalize").Post("/finalize", handleSync(logger, opts, "finalize"))
+	r.Method(http.MethodGet, "/metrics", opts.metrics.handler())
 	r.Get("/healthz", handleHealthz())
 	r.Head("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(opts.ready))
@@ -129,11 +157,13 @@ func handleSync(logger *slog.Logger, opts serverOptions, hook string) http.Handl
 			fail(w, r, logger, call, err)
 			return
 		}
-		if err := encode(w, resp); err != nil {
+		status, err := encode(w, r, resp)
+		if err != nil {
 			fail(w, r, logger, call, err)
 			return
 		}
-		call.log(r.Context(), logger, http.StatusOK, nil)
+		opts.metrics.observeSync(hook, resp)
+		call.log(r.Context(), logger, status, nil)
 	}
 }
 
@@ -153,11 +183,12 @@ func handleCustomize(logger *slog.Logger, opts serverOptions) http.HandlerFunc {
 			fail(w, r, logger, call, err)
 			return
 		}
-		if err := encode(w, resp); err != nil {
+		status, err := encode(w, r, resp)
+		if err != nil {
 			fail(w, r, logger, call, err)
 			return
 		}
-		call.log(r.Context(), logger, http.StatusOK, nil)
+		call.log(r.Context(), logger, status, nil)
 	}
 }
 
@@ -165,6 +196,23 @@ func handleHealthz() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
+	}
+}
+
+// closeWhenNotReady closes each connection after its answer once shutdown
+// has begun, so that a caller reusing a connection goes back through the
+// Service to a Pod that is not going away. Connections stay open until
+// their next answer, rather than being closed while idle, because closing
+// an idle connection races with a caller sending on it: a POST lost that
+// way is not retried by Go's HTTP client.
+func closeWhenNotReady(ready func() bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !ready() {
+				w.Header().Set("Connection", "close")
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 }
 
@@ -256,18 +304,27 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, e
 	return buf, nil
 }
 
-// encode writes v as a 200 JSON answer. It marshals first, so a failure is a
-// 500, never a truncated 200.
-func encode(w http.ResponseWriter, v any) error {
+// encode writes v as a 200 JSON answer with its ETag, or a 304 with no body
+// when the request's If-None-Match names that ETag (see notModified). It
+// marshals first, so a failure is a 500, never a truncated 200. It returns
+// the status sent.
+func encode(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encoding answer: %w", err)
+		return 0, fmt.Errorf("encoding answer: %w", err)
+	}
+	b = append(b, '\n')
+	etag := etagOf(b)
+	w.Header().Set("ETag", etag)
+	if notModified(r, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return http.StatusNotModified, nil
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 	w.WriteHeader(http.StatusOK)
-	w.Write(append(b, '\n'))
-	return nil
+	w.Write(b)
+	return http.StatusOK, nil
 }
 
 // writeError answers {"error": "..."} with the error's status.

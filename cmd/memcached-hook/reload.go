@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	gosync "sync"
+)
+
+// reloading is a value parsed from files (a certificate and its key, a CA
+// bundle, a token) that follows the files as they change, so that a
+// rotated Secret takes effect without a restart. Each get costs one stat
+// per file; the files are read and parsed again only when one of them is
+// another file (a Secret volume swaps a symlink), or has another size or
+// modification time. No file-watching dependency is needed, and nothing
+// runs between calls.
+//
+// A change that does not parse (say, a certificate updated before its key)
+// keeps the last good value and is logged once; the next change is tried
+// again.
+type reloading[T any] struct {
+	what   string
+	paths  []string
+	parse  func(contents [][]byte) (T, error)
+	logger *slog.Logger
+
+	mu     gosync.Mutex
+	stamps []os.FileInfo
+	value  T
+}
+
+// newReloading reads and parses the files once. Failing that is an error:
+// the hook does not start with credentials it cannot read.
+func newReloading[T any](logger *slog.Logger, what string, parse func(contents [][]byte) (T, error), paths ...string) (*reloading[T], error) {
+	r := &reloading[T]{what: what, paths: paths, parse: parse, logger: logger}
+	stamps, err := r.stat()
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.stamps, r.value = stamps, v
+	return r, nil
+}
+
+// get returns the value for the files as they are now.
+func (r *reloading[T]) get() T {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stamps, err := r.stat()
+	if err != nil || sameFiles(stamps, r.stamps) {
+		// A file that cannot be stat'ed (mid-swap, or removed) keeps the
+		// last good value.
+		return r.value
+	}
+	// The stamps are taken before reading: if the files change again while
+	// they are read, the next get sees newer stamps and reads them again.
+	r.stamps = stamps
+	v, err := r.load()
+	if err != nil {
+		r.logger.Warn("reloading "+r.what+" failed; keeping the previous one", "error", err.Error())
+		return r.value
+	}
+	r.value = v
+	r.logger.Info("reloaded " + r.what)
+	return v
+}
+
+func (r *reloading[T]) stat() ([]os.FileInfo, error) {
+	out := make([]os.FileInfo, len(r.paths))
+	for i, p := range r.paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = fi
+	}
+	return out, nil
+}
+
+func (r *reloading[T]) load() (T, error) {
+	contents := make([][]byte, len(r.paths))
+	for i, p := range r.paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		contents[i] = b
+	}
+	v, err := r.parse(contents)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s (%v): %w", r.what, r.paths, err)
+	}
+	return v, nil
+}
+
+// sameFiles reports whether every file is the same one, unchanged.
+func sameFiles(a, b []os.FileInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !os.SameFile(a[i], b[i]) || a[i].Size() != b[i].Size() || !a[i].ModTime().Equal(b[i].ModTime()) {
+			return false
+		}
+	}
+	return true
+}
+
+// errEmpty is a credential file with nothing in it but white space.
+var errEmpty = errors.New("is empty")
