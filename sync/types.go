@@ -66,7 +66,7 @@ type Memcached struct {
 // MemcachedSpec is what the user asks for. Every field is optional; an empty
 // spec runs one memcached Pod with memcached's own defaults.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 32) + 'Mi')) >= 0",fieldPath=".resources.limits.memory",message="resources.limits.memory must be at least memcached.maxMemoryMB + 32Mi: memcached needs memory beyond -m for connections and its hash table"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.limits['memory'])) || !quantity(string(self.resources.limits['memory'])).isInteger() || quantity(string(self.resources.limits['memory'])).asInteger() >= ((has(self.memcached) && has(self.memcached.maxMemoryMB) ? self.memcached.maxMemoryMB : 64) + 32) * 1048576",fieldPath=".resources.limits.memory",message="resources.limits.memory must be at least memcached.maxMemoryMB + 32Mi: memcached needs memory beyond -m for connections and its hash table"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('memory' in self.resources.requests) || !('memory' in self.resources.limits) || !isQuantity(string(self.resources.requests['memory'])) || !isQuantity(string(self.resources.limits['memory'])) || quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) <= 0",fieldPath=".resources.requests.memory",message="resources.requests.memory must not exceed resources.limits.memory"
 type MemcachedSpec struct {
 	// Size is the number of memcached Pods. Clients shard keys across them.
@@ -135,7 +135,7 @@ type MemcachedSpec struct {
 
 // MemcachedConfig holds the memcached flags the operator manages.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !isQuantity(string(self.maxItemSize)) || quantity(string(self.maxItemSize)).compareTo(quantity(string((has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288))) <= 0",fieldPath=".maxItemSize",message="maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxItemSize) || !isQuantity(string(self.maxItemSize)) || !quantity(string(self.maxItemSize)).isInteger() || quantity(string(self.maxItemSize)).asInteger() <= (has(self.maxMemoryMB) ? self.maxMemoryMB : 64) * 524288",fieldPath=".maxItemSize",message="maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start"
 type MemcachedConfig struct {
 	// MaxMemoryMB is memcached's item memory (-m), in megabytes. The process
 	// uses more than this; see resources.
@@ -163,6 +163,7 @@ type MemcachedConfig struct {
 	// between 1Ki and 1Gi, at most half of maxMemoryMB. Write 1Mi, not 1m:
 	// in a quantity, m means milli.
 	// +kubebuilder:default="1Mi"
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="maxItemSize must be between 1Ki and 1Gi (write 1Mi, not 1m: m means milli)"
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`

@@ -1,0 +1,694 @@
+// Package kube runs a real, throw-away Kubernetes control plane (etcd and
+// kube-apiserver, no controller manager, scheduler or kubelet) for
+// integration tests, and drives it with kubectl.
+//
+// The binaries are built from source by `make test` (see
+// test/tools/Makefile.inc) and found through the environment variables
+// KUBE_APISERVER_BIN, ETCD_BIN and KUBECTL_BIN. When KUBE_APISERVER_BIN is
+// unset the tests that need a cluster are skipped, unless CI is set, in which
+// case they fail.
+//
+// A test gets its own cluster from Start. Tests of one package can share a
+// single cluster, which saves the start-up time of each, with Shared; such a
+// package must stop it from its TestMain by calling Main:
+//
+//	func TestMain(m *testing.M) { kube.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		c := kube.Shared(t)
+//		out, _, err := c.Kubectl("get", "namespaces")
+//		...
+//	}
+//
+// Everything listens on 127.0.0.1 only. Because no controllers run,
+// namespaces other than default, kube-system, kube-public and kube-node-lease
+// must be created explicitly, no ServiceAccount objects or tokens are created,
+// the ServiceAccount admission plugin is disabled (so Pods can be created
+// without one), and nothing is ever scheduled or garbage-collected.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Environment variables read by Start and Shared.
+const (
+	// EnvKubeAPIServer names the variable holding the kube-apiserver binary.
+	EnvKubeAPIServer = "KUBE_APISERVER_BIN"
+	// EnvEtcd names the variable holding the etcd binary.
+	EnvEtcd = "ETCD_BIN"
+	// EnvKubectl names the variable holding the kubectl binary.
+	EnvKubectl = "KUBECTL_BIN"
+)
+
+const (
+	// readyTimeout bounds the wait for /readyz after the processes start.
+	readyTimeout = 90 * time.Second
+	// stopTimeout is how long a process gets after SIGTERM before SIGKILL.
+	stopTimeout = 10 * time.Second
+	// kubectlTimeout bounds a single kubectl invocation.
+	kubectlTimeout = 2 * time.Minute
+	// serviceCIDR is the (small, never routed) Service IP range.
+	serviceCIDR = "10.0.0.0/24"
+	// startAttempts is how often start is retried when a picked port was
+	// taken by someone else between picking and binding it.
+	startAttempts = 3
+)
+
+// Cluster is a running etcd and kube-apiserver pair with an admin
+// kubeconfig. Its methods are safe for concurrent use.
+type Cluster struct {
+	dir        string
+	kubeconfig string
+	kubectl    string
+	server     string
+	token      string
+	caPEM      []byte
+
+	etcd      *process
+	apiserver *process
+
+	stopOnce sync.Once
+}
+
+// binaries holds the paths of the three programs.
+type binaries struct {
+	apiserver, etcd, kubectl string
+}
+
+// Start starts a new cluster for t and returns once its API server is ready.
+// It registers a cleanup with t that stops both processes, and prints their
+// output with t.Log if t failed. It skips t when KUBE_APISERVER_BIN is
+// unset, or fails it instead when CI is set.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	bins := lookupBinaries(t)
+	dir := t.TempDir()
+	began := time.Now()
+	c, err := start(bins, dir, t.Logf)
+	// Cleanups run last-in first-out, so this runs before t.TempDir's
+	// removal: the processes are gone and the logs still there.
+	t.Cleanup(func() {
+		if c == nil {
+			return
+		}
+		c.stop()
+		if t.Failed() {
+			c.logOutput(t, nil)
+		}
+	})
+	if err != nil {
+		t.Fatalf("kube: starting cluster: %v", err)
+	}
+	t.Logf("kube: cluster ready at %s in %s (kubeconfig %s)", c.server, time.Since(began).Round(time.Millisecond), c.kubeconfig)
+	return c
+}
+
+// shared is the package-wide cluster handed out by Shared.
+var shared struct {
+	mu      sync.Mutex
+	started bool
+	cluster *Cluster
+	err     error
+	dir     string
+}
+
+// Shared returns the cluster shared by all tests of the test binary,
+// starting it on first use. It skips or fails t like Start. If starting
+// failed once, every later call fails too, with the same error. When t
+// fails, Shared prints the processes' output written since the call.
+//
+// The package's TestMain must call Main, which stops the cluster after all
+// tests ran. (On Linux the processes are also killed if the test binary
+// dies, for instance on a -timeout panic.)
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	bins := lookupBinaries(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.started {
+		shared.started = true
+		began := time.Now()
+		dir, err := os.MkdirTemp("", "kube-shared-")
+		if err != nil {
+			shared.err = err
+		} else {
+			shared.dir = dir
+			shared.cluster, shared.err = start(bins, dir, t.Logf)
+		}
+		if shared.err != nil {
+			if shared.cluster != nil {
+				shared.cluster.stop()
+				shared.cluster.logOutput(t, nil)
+			}
+			t.Fatalf("kube: starting shared cluster: %v", shared.err)
+		}
+		t.Logf("kube: shared cluster ready at %s in %s (kubeconfig %s)", shared.cluster.server, time.Since(began).Round(time.Millisecond), shared.cluster.kubeconfig)
+	}
+	if shared.err != nil {
+		t.Fatalf("kube: shared cluster failed to start earlier: %v", shared.err)
+	}
+	c := shared.cluster
+	offsets := c.logOffsets()
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logOutput(t, offsets)
+		}
+	})
+	return c
+}
+
+// Main runs the tests of m, stops the cluster started by Shared (if any) and
+// exits with the tests' result. Call it from TestMain in packages that use
+// Shared. The cluster's directory is removed unless a test failed, in which
+// case its path is printed.
+func Main(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	c, dir := shared.cluster, shared.dir
+	shared.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+	if dir != "" {
+		if code == 0 {
+			os.RemoveAll(dir)
+		} else {
+			fmt.Fprintf(os.Stderr, "kube: shared cluster files kept in %s\n", dir)
+		}
+	}
+	os.Exit(code)
+}
+
+// lookupBinaries reads the binaries' paths from the environment, skipping or
+// failing t when they are not configured.
+func lookupBinaries(t testing.TB) binaries {
+	t.Helper()
+	b := binaries{
+		apiserver: os.Getenv(EnvKubeAPIServer),
+		etcd:      os.Getenv(EnvEtcd),
+		kubectl:   os.Getenv(EnvKubectl),
+	}
+	if b.apiserver == "" {
+		msg := fmt.Sprintf("kube: %s is not set; run `make test` to build kube-apiserver, etcd and kubectl and run the integration tests", EnvKubeAPIServer)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this is an error)")
+		}
+		t.Skip(msg)
+	}
+	for _, v := range []struct{ env, path string }{
+		{EnvKubeAPIServer, b.apiserver}, {EnvEtcd, b.etcd}, {EnvKubectl, b.kubectl},
+	} {
+		if v.path == "" {
+			t.Fatalf("kube: %s is set but %s is not; run `make test`", EnvKubeAPIServer, v.env)
+		}
+		if _, err := os.Stat(v.path); err != nil {
+			t.Fatalf("kube: %s: %v; run `make test` to build it", v.env, err)
+		}
+	}
+	return b
+}
+
+// start starts etcd and kube-apiserver with files under dir and waits until
+// the API server is ready. It retries with new ports when a port was taken.
+// On error the returned cluster, if not nil, holds the stopped processes'
+// logs.
+func start(bins binaries, dir string, logf func(string, ...any)) (*Cluster, error) {
+	var (
+		c   *Cluster
+		err error
+	)
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		c, err = startOnce(bins, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
+		if err == nil || c == nil || !c.portConflict() || attempt == startAttempts {
+			return c, err
+		}
+		logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
+		c.stop()
+	}
+	return c, err
+}
+
+// startOnce makes one attempt of start.
+func startOnce(bins binaries, dir string) (*Cluster, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+
+	pki, err := writePKI(dir)
+	if err != nil {
+		return nil, err
+	}
+	token, err := randomHex(24)
+	if err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+`,admin,admin-uid,"system:masters"`+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+
+	c := &Cluster{
+		dir:        dir,
+		kubeconfig: filepath.Join(dir, "kubeconfig"),
+		kubectl:    bins.kubectl,
+		server:     "https://127.0.0.1:" + strconv.Itoa(apiPort),
+		token:      token,
+		caPEM:      pki.caPEM,
+	}
+	if err := os.WriteFile(c.kubeconfig, c.kubeconfigYAML(), 0o600); err != nil {
+		return nil, err
+	}
+
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
+	c.etcd, err = startProcess(dir, "etcd", bins.etcd,
+		"--name=test",
+		"--data-dir="+filepath.Join(dir, "etcd-data"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=test="+peerURL,
+		"--initial-cluster-state=new",
+		// Throw-away data: durability buys nothing and costs seconds.
+		"--unsafe-no-fsync",
+	)
+	if err != nil {
+		return nil, err
+	}
+
+	c.apiserver, err = startProcess(dir, "kube-apiserver", bins.apiserver,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file="+pki.servingCert,
+		"--tls-private-key-file="+pki.servingKey,
+		"--client-ca-file="+pki.caCert,
+		"--token-auth-file="+tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--service-account-issuer="+c.server,
+		"--service-account-key-file="+pki.saPublic,
+		"--service-account-signing-key-file="+pki.saPrivate,
+		// The ServiceAccount plugin rejects Pods whose service account
+		// does not exist, and without a controller manager none does.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+		"--shutdown-delay-duration=0s",
+		// The "kubernetes" Service's Endpoints cannot hold a loopback
+		// address, so the default reconciler would log an error every 10s.
+		"--endpoint-reconciler-type=none",
+	)
+	if err != nil {
+		c.stop()
+		return c, err
+	}
+
+	if err := c.waitReady(readyTimeout); err != nil {
+		c.stop()
+		return c, err
+	}
+	return c, nil
+}
+
+// Kubeconfig returns the path of an admin kubeconfig file for the cluster.
+func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// Server returns the API server's URL, https://127.0.0.1:PORT.
+func (c *Cluster) Server() string { return c.server }
+
+// Kubectl runs kubectl with args against the cluster and returns its
+// standard output and error. err is non-nil when kubectl fails, including
+// when it exits non-zero (an *exec.ExitError).
+func (c *Cluster) Kubectl(args ...string) (stdout, stderr string, err error) {
+	return c.KubectlStdin(nil, args...)
+}
+
+// KubectlStdin is like Kubectl but feeds stdin to kubectl's standard input,
+// as for `kubectl apply -f -`.
+func (c *Cluster) KubectlStdin(stdin []byte, args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	full := append([]string{
+		"--kubeconfig=" + c.kubeconfig,
+		"--cache-dir=" + filepath.Join(c.dir, "kubectl-cache"),
+	}, args...)
+	cmd := exec.CommandContext(ctx, c.kubectl, full...)
+	// KUBERC=off keeps a developer's ~/.kube/kuberc from changing
+	// kubectl's defaults.
+	cmd.Env = append(os.Environ(), "KUBERC=off", "KUBECONFIG="+c.kubeconfig)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.WaitDelay = 5 * time.Second
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("kubectl %s: timed out after %s: %w", strings.Join(args, " "), kubectlTimeout, err)
+	}
+	return out.String(), errOut.String(), err
+}
+
+// kubeconfigYAML renders the admin kubeconfig.
+func (c *Cluster) kubeconfigYAML() []byte {
+	return []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: admin
+    namespace: default
+current-context: test
+`, c.server, base64.StdEncoding.EncodeToString(c.caPEM), c.token))
+}
+
+// waitReady polls /readyz until it answers 200, a process exits, or
+// timeout passes.
+func (c *Cluster) waitReady(timeout time.Duration) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.caPEM)
+	client := &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+	}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(timeout)
+	last := "no answer yet"
+	for {
+		for _, p := range []*process{c.etcd, c.apiserver} {
+			select {
+			case <-p.done:
+				return fmt.Errorf("%s exited before the API server was ready: %v (output in %s)", p.name, p.err, p.logPath)
+			default:
+			}
+		}
+		req, err := http.NewRequest(http.MethodGet, c.server+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("API server not ready after %s; last /readyz: %s", timeout, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// stop stops the API server, then etcd. It is idempotent.
+func (c *Cluster) stop() {
+	c.stopOnce.Do(func() {
+		if c.apiserver != nil {
+			c.apiserver.stop()
+		}
+		if c.etcd != nil {
+			c.etcd.stop()
+		}
+	})
+}
+
+// portConflict reports whether a process failed because its port was taken.
+func (c *Cluster) portConflict() bool {
+	for _, p := range []*process{c.etcd, c.apiserver} {
+		if p == nil {
+			continue
+		}
+		if b, err := os.ReadFile(p.logPath); err == nil && bytes.Contains(b, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
+}
+
+// logOffsets returns the current sizes of the processes' log files.
+func (c *Cluster) logOffsets() map[string]int64 {
+	m := map[string]int64{}
+	for _, p := range []*process{c.etcd, c.apiserver} {
+		if p == nil {
+			continue
+		}
+		if fi, err := os.Stat(p.logPath); err == nil {
+			m[p.name] = fi.Size()
+		}
+	}
+	return m
+}
+
+// logOutput prints the processes' output with t.Log, starting at the given
+// offsets (nil: from the start).
+func (c *Cluster) logOutput(t testing.TB, offsets map[string]int64) {
+	t.Helper()
+	for _, p := range []*process{c.etcd, c.apiserver} {
+		if p == nil {
+			continue
+		}
+		b, err := os.ReadFile(p.logPath)
+		if err != nil {
+			t.Logf("kube: reading %s output: %v", p.name, err)
+			continue
+		}
+		if off := offsets[p.name]; off > 0 && off <= int64(len(b)) {
+			b = b[off:]
+		}
+		t.Logf("kube: ---- %s output (%s) ----\n%s\n---- end of %s output ----", p.name, p.logPath, b, p.name)
+	}
+}
+
+// process is a started child process whose output goes to a file.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has exited
+	err     error         // Wait's result, valid after done is closed
+}
+
+// startProcess starts bin with args, writing its output to dir/name.log.
+func startProcess(dir, name, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the child keeps its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = childEnv()
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// childEnv returns the environment for etcd and kube-apiserver: the test's
+// own, less the ETCD_* variables, which etcd would read as flags (ETCD_BIN
+// among them).
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// stop sends SIGTERM, waits up to stopTimeout, then kills the process.
+func (p *process) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. They are only
+// reserved until it returns, so start retries on a conflict.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// pkiFiles holds the paths written by writePKI.
+type pkiFiles struct {
+	caPEM                   []byte
+	caCert                  string
+	servingCert, servingKey string
+	saPublic, saPrivate     string
+}
+
+// writePKI creates a CA, a serving certificate for the API server and a
+// service-account signing key pair under dir.
+func writePKI(dir string) (pkiFiles, error) {
+	var files pkiFiles
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return files, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "kube-test-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return files, err
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return files, err
+	}
+
+	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return files, err
+	}
+	servingTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default",
+			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		// 10.0.0.1 is the first address of serviceCIDR: the kubernetes
+		// Service's ClusterIP.
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+	}
+	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, caCert, &servingKey.PublicKey, caKey)
+	if err != nil {
+		return files, err
+	}
+
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return files, err
+	}
+
+	files.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	files.caCert = filepath.Join(dir, "ca.crt")
+	files.servingCert = filepath.Join(dir, "apiserver.crt")
+	files.servingKey = filepath.Join(dir, "apiserver.key")
+	files.saPublic = filepath.Join(dir, "sa.pub")
+	files.saPrivate = filepath.Join(dir, "sa.key")
+
+	servingKeyDER, err := x509.MarshalPKCS8PrivateKey(servingKey)
+	if err != nil {
+		return files, err
+	}
+	saKeyDER, err := x509.MarshalPKCS8PrivateKey(saKey)
+	if err != nil {
+		return files, err
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return files, err
+	}
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{
+		{files.caCert, files.caPEM},
+		{files.servingCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER})},
+		{files.servingKey, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: servingKeyDER})},
+		{files.saPrivate, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saKeyDER})},
+		{files.saPublic, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER})},
+	} {
+		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+// randomHex returns n random bytes, hex-encoded.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", errors.New("reading random bytes: " + err.Error())
+	}
+	return hex.EncodeToString(b), nil
+}
