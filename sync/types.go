@@ -163,7 +163,6 @@ type MemcachedConfig struct {
 	// between 1Ki and 1Gi, at most half of maxMemoryMB. Write 1Mi, not 1m:
 	// in a quantity, m means milli.
 	// +kubebuilder:default="1Mi"
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="maxItemSize must be between 1Ki and 1Gi (write 1Mi, not 1m: m means milli)"
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
