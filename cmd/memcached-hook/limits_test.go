@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// blockingBody is a request body that signals when the handler first reads
+// it and then gives nothing more until released: a call that holds its
+// concurrency slot for as long as the test wants.
+type blockingBody struct {
+	first    []byte
+	rest     io.Reader
+	started  chan struct{}
+	release  chan struct{}
+	didStart bool
+}
+
+func newBlockingBody(body []byte) *blockingBody {
+	return &blockingBody{first: body[:1], rest: bytes.NewReader(body[1:]), started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingBody) Read(p []byte) (int, error) {
+	if !b.didStart {
+		b.didStart = true
+		close(b.started)
+		return copy(p, b.first), nil
+	}
+	<-b.release
+	return b.rest.Read(p)
+}
+
+func (b *blockingBody) Close() error { return nil }
+
+// serveInProcess runs one call through handler and returns the answer.
+func serveInProcess(handler http.Handler, body io.ReadCloser) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/sync", body)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestConcurrencyLimit checks --max-concurrent-calls as routes installs
+// it: with the one slot taken, a call waits for it, and gets 429 with
+// Retry-After and a JSON error if it does not free up in time; once free,
+// calls are answered again.
+func TestConcurrencyLimit(t *testing.T) {
+	body := loadCapture(t, "v2/0005-sync").Request
+	tests := []struct {
+		name         string
+		queueTimeout time.Duration
+		wantWaiting  int // what the call made while the slot is taken gets
+	}{
+		{name: "no wait: refused at once", queueTimeout: 0, wantWaiting: http.StatusTooManyRequests},
+		{name: "waits for the slot", queueTimeout: time.Hour, wantWaiting: http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			handler := newServer(slog.New(slog.DiscardHandler), serverOptions{
+				maxRequestBytes: 32 << 20, now: func() time.Time { return fixedNow }, ready: func() bool { return true },
+				maxConcurrentCalls: 1, queueTimeout: tt.queueTimeout,
+			})
+			holder := newBlockingBody(body)
+			holderDone := make(chan *httptest.ResponseRecorder)
+			go func() { holderDone <- serveInProcess(handler, holder) }()
+			<-holder.started // the holder is in the handler: it has the slot
+
+			waiterDone := make(chan *httptest.ResponseRecorder)
+			go func() { waiterDone <- serveInProcess(handler, io.NopCloser(bytes.NewReader(body))) }()
+			var waiter *httptest.ResponseRecorder
+			if tt.wantWaiting == http.StatusTooManyRequests {
+				waiter = <-waiterDone
+				close(holder.release)
+			} else {
+				close(holder.release)
+				waiter = <-waiterDone
+			}
+			if got := (<-holderDone).Code; got != http.StatusOK {
+				t.Errorf("the call holding the slot got %d, want 200", got)
+			}
+			res := result{status: waiter.Code, header: waiter.Header(), body: waiter.Body.Bytes()}
+			if res.status != tt.wantWaiting {
+				t.Fatalf("the waiting call got %d, want %d; body: %.300s", res.status, tt.wantWaiting, res.body)
+			}
+			if tt.wantWaiting == http.StatusTooManyRequests {
+				if got := decodeErrorAnswer(t, res); !strings.Contains(got, "--max-concurrent-calls") {
+					t.Errorf("error = %q, want it to name --max-concurrent-calls", got)
+				}
+				if got := res.header.Get("Retry-After"); got != "1" {
+					t.Errorf("Retry-After = %q, want 1", got)
+				}
+			} else {
+				decodeSyncAnswer(t, res)
+			}
+			after := serveInProcess(handler, io.NopCloser(bytes.NewReader(body)))
+			if after.Code != http.StatusOK {
+				t.Errorf("a call once the slot is free got %d, want 200", after.Code)
+			}
+		})
+	}
+}
+
+// TestETag checks Metacontroller's webhook.etag protocol: every 200 answer
+// carries a strong ETag, the same for the same answer; an If-None-Match
+// naming it gets 304 with no body; anything else gets the full answer.
+func TestETag(t *testing.T) {
+	syncBody := loadCapture(t, "v2/0005-sync").Request
+	customizeBody := loadCapture(t, "v2/0001-customize").Request
+	srv, _ := newTestServer(t, serverOptions{})
+	first := post(t, srv.Client(), srv.URL+"/sync", syncBody)
+	etag := first.header.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) || !strings.HasSuffix(etag, `"`) || len(etag) < 10 {
+		t.Fatalf("ETag = %q, want a strong entity tag", etag)
+	}
+	if again := post(t, srv.Client(), srv.URL+"/sync", syncBody).header.Get("ETag"); again != etag {
+		t.Errorf("the same answer has ETag %q, then %q", etag, again)
+	}
+	other := post(t, srv.Client(), srv.URL+"/sync", loadCapture(t, "v2/0013-sync").Request).header.Get("ETag")
+	if other == etag {
+		t.Errorf("two different answers share ETag %q", etag)
+	}
+
+	tests := []struct {
+		name        string
+		path        string
+		body        []byte
+		ifNoneMatch []string
+		wantStatus  int
+	}{
+		{name: "no If-None-Match", path: "/sync", body: syncBody, wantStatus: 200},
+		{name: "matching", path: "/sync", body: syncBody, ifNoneMatch: []string{etag}, wantStatus: 304},
+		{name: "matching, weak", path: "/sync", body: syncBody, ifNoneMatch: []string{"W/" + etag}, wantStatus: 304},
+		{name: "matching in a list", path: "/sync", body: syncBody, ifNoneMatch: []string{`"nope", ` + etag}, wantStatus: 304},
+		{name: "star", path: "/sync", body: syncBody, ifNoneMatch: []string{"*"}, wantStatus: 304},
+		{name: "another answer's tag", path: "/sync", body: syncBody, ifNoneMatch: []string{other}, wantStatus: 200},
+		{name: "unquoted", path: "/sync", body: syncBody, ifNoneMatch: []string{strings.Trim(etag, `"`)}, wantStatus: 200},
+		{name: "sync tag sent to customize", path: "/customize", body: customizeBody, ifNoneMatch: []string{etag}, wantStatus: 200},
+		{name: "bad request with a tag", path: "/sync", body: []byte(`{"parent":`), ifNoneMatch: []string{"*"}, wantStatus: 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+tt.path, bytes.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			for _, v := range tt.ifNoneMatch {
+				req.Header.Add("If-None-Match", v)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := readResult(t, resp)
+			if res.status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body: %.300s", res.status, tt.wantStatus, res.body)
+			}
+			switch tt.wantStatus {
+			case 304:
+				if len(res.body) != 0 {
+					t.Errorf("304 has a body: %q", res.body)
+				}
+				if got := res.header.Get("ETag"); got != etag {
+					t.Errorf("304 ETag = %q, want %q", got, etag)
+				}
+			case 200:
+				if got, want := res.header.Get("ETag"), etagOf(res.body); got != want {
+					t.Errorf("ETag = %q, want the hash of the body, %q", got, want)
+				}
+			default:
+				decodeErrorAnswer(t, res)
+				if got := res.header.Get("ETag"); got != "" {
+					t.Errorf("an error answer has ETag %q", got)
+				}
+			}
+		})
+	}
+}
+
+// TestMetricsCountCalls checks what /metrics says after a known mix of
+// calls: counts by hook and status code, one duration and one request size
+// per call, children per answer, invalid specs.
+func TestMetricsCountCalls(t *testing.T) {
+	syncBody := loadCapture(t, "v2/0005-sync").Request
+	invalid := edit(t, syncBody, func(m map[string]any) { m["parent"].(map[string]any)["spec"] = map[string]any{"size": -1} })
+	srv, _ := newTestServer(t, serverOptions{})
+	c := srv.Client()
+	post(t, c, srv.URL+"/sync", syncBody)
+	post(t, c, srv.URL+"/sync", syncBody)
+	post(t, c, srv.URL+"/sync", invalid)
+	post(t, c, srv.URL+"/sync", []byte(`{"parent":`))
+	post(t, c, srv.URL+"/customize", loadCapture(t, "v2/0001-customize").Request)
+	post(t, c, srv.URL+"/finalize", loadCapture(t, "v2/0043-finalize").Request)
+	do(t, c, http.MethodGet, srv.URL+"/healthz", "", nil)
+
+	samples := scrape(t, c, srv.URL)
+	want := map[string]float64{
+		`memcached_hook_calls_total{code="200",hook="sync"}`:                 3,
+		`memcached_hook_calls_total{code="400",hook="sync"}`:                 1,
+		`memcached_hook_calls_total{code="200",hook="customize"}`:            1,
+		`memcached_hook_calls_total{code="200",hook="finalize"}`:             1,
+		`memcached_hook_call_duration_seconds_count{hook="sync"}`:            4,
+		`memcached_hook_call_duration_seconds_count{hook="customize"}`:       1,
+		`memcached_hook_request_size_bytes_count{hook="sync"}`:               4,
+		`memcached_hook_request_size_bytes_sum{hook="customize"}`:            float64(len(loadCapture(t, "v2/0001-customize").Request)),
+		`memcached_hook_children_returned_count{hook="sync"}`:                3,
+		`memcached_hook_children_returned_count{hook="finalize"}`:            1,
+		`memcached_hook_children_returned_sum{hook="finalize"}`:              0,
+		`memcached_hook_invalid_specs_total`:                                 1,
+		`memcached_hook_calls_in_flight`:                                     0,
+		`memcached_hook_auth_failures_total{reason="wrong_credentials"}`:     0,
+		`memcached_hook_auth_failures_total{reason="no_client_certificate"}`: 0,
+	}
+	got := map[string]float64{}
+	for k := range want {
+		got[k] = samples[k]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("metrics mismatch (-want +got):\n%s", diff)
+	}
+	if _, ok := samples["go_goroutines"]; !ok {
+		t.Errorf("/metrics has no Go runtime metrics")
+	}
+}
+
+// TestHostileInputs sends requests built to break a decoder: each must get
+// a 4xx with a JSON error, or a 200 that is complete and passes strict
+// decoding; never a 5xx, a short answer or a crash.
+func TestHostileInputs(t *testing.T) {
+	valid := loadCapture(t, "v2/0005-sync").Request
+	set := func(path []string, v any) []byte {
+		return edit(t, valid, func(m map[string]any) { setPath(m, path, v) })
+	}
+	other := edit(t, loadCapture(t, "v2/0005-sync").Request, func(m map[string]any) {
+		// Pods of another Memcached, cache-b, sent as if they were ours.
+		pods := dig(m, "related", "Pod.v1").(map[string]any)
+		for k, p := range pods {
+			setPath(p.(map[string]any), []string{"metadata", "labels", "app.kubernetes.io/instance"}, "cache-b")
+			pods[k] = p
+		}
+	})
+	hugePods := edit(t, valid, func(m map[string]any) {
+		pods := dig(m, "related", "Pod.v1").(map[string]any)
+		for k, p := range pods {
+			conds := make([]any, 100000)
+			for i := range conds {
+				conds[i] = map[string]any{"type": "Ready", "status": "True"}
+			}
+			setPath(p.(map[string]any), []string{"status", "conditions"}, conds)
+			pods[k] = p
+			break
+		}
+	})
+	deep := func(n int) []byte {
+		return append(append([]byte(`{"parent":{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"a","namespace":"b"},"spec":`+strings.Repeat("[", n)), []byte(strings.Repeat("]", n))...), `},"children":{"Deployment.apps/v1":{}}}`...)
+	}
+
+	tests := []struct {
+		name string
+		body []byte
+		want int // 0: a 200 or a 4xx, either is safe
+	}{
+		{name: "truncated in the middle", body: valid[:len(valid)/3], want: 400},
+		{name: "truncated before the last brace", body: valid[:len(bytes.TrimSpace(valid))-1], want: 400},
+		{name: "non-UTF-8 in a name", body: bytes.Replace(valid, []byte(`"cache-a"`), []byte("\"cache-\xff\""), 1)},
+		{name: "non-UTF-8 everywhere", body: bytes.ReplaceAll(valid, []byte("e"), []byte{0xff})},
+		{name: "duplicate top-level key", body: append([]byte(`{"parent": null,`), valid[1:]...)},
+		{name: "duplicate key in the parent", body: bytes.Replace(valid, []byte(`"kind":"Memcached"`), []byte(`"kind":"Memcached","kind":"Foo"`), 1)},
+		{name: "missing children map", body: edit(t, valid, func(m map[string]any) { delete(m, "children") }), want: 400},
+		{name: "Pods of another parent", body: other},
+		{name: "huge array in a Pod", body: hugePods},
+		{name: "huge children map", body: set([]string{"children", "Deployment.apps/v1"}, manyObjects(20000))},
+		{name: "deeply nested spec", body: deep(100000)},
+		{name: "deeply nested, shallow enough to decode", body: deep(500)},
+		{name: "null body", body: []byte("null"), want: 400},
+		{name: "NUL bytes", body: []byte("{\x00}"), want: 400},
+		{name: "number overflow in generation", body: set([]string{"parent", "metadata", "generation"}, json.Number("1e400")), want: 400},
+	}
+	// null and a value of every other type in every field the hook reads.
+	for _, path := range [][]string{
+		{"parent"}, {"parent", "apiVersion"}, {"parent", "kind"}, {"parent", "metadata"}, {"parent", "metadata", "name"},
+		{"parent", "metadata", "namespace"}, {"parent", "metadata", "generation"}, {"parent", "metadata", "labels"},
+		{"parent", "spec"}, {"parent", "spec", "size"}, {"parent", "spec", "image"}, {"parent", "spec", "memcached"}, {"parent", "status"},
+		{"children"}, {"children", "Deployment.apps/v1"}, {"related"}, {"related", "Pod.v1"}, {"finalizing"}, {"controller"},
+	} {
+		for _, v := range []any{nil, true, 42, -1.5, "x", []any{}, []any{1, "a", nil}, map[string]any{}} {
+			name := strings.Join(path, ".") + " = " + string(must(json.Marshal(v)))
+			tests = append(tests, struct {
+				name string
+				body []byte
+				want int
+			}{name: name, body: set(path, v)})
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newTestServer(t, serverOptions{})
+			res := post(t, srv.Client(), srv.URL+"/sync", tt.body)
+			if tt.want != 0 && res.status != tt.want {
+				t.Errorf("status = %d, want %d; body: %.300s", res.status, tt.want, res.body)
+			}
+			checkSafeAnswer(t, res)
+			// The server still answers.
+			decodeSyncAnswer(t, post(t, srv.Client(), srv.URL+"/sync", valid))
+		})
+	}
+}
+
+// checkSafeAnswer fails the test unless res is a complete 200 sync answer
+// or a 4xx with a JSON error.
+func checkSafeAnswer(t *testing.T, res result) {
+	t.Helper()
+	switch {
+	case res.status == http.StatusOK:
+		decodeSyncAnswer(t, res)
+	case res.status >= 400 && res.status < 500:
+		decodeErrorAnswer(t, res)
+	default:
+		t.Errorf("status = %d, want 200 or a 4xx; body: %.300s", res.status, res.body)
+	}
+}
+
+// setPath sets m's value at path, making objects on the way.
+func setPath(m map[string]any, path []string, v any) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// manyObjects is a children map of n small Deployments.
+func manyObjects(n int) map[string]any {
+	out := map[string]any{}
+	for i := range n {
+		name := "d" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "-" + itoa(i)
+		out["cache/"+name] = map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": name, "namespace": "cache"}}
+	}
+	return out
+}
+
+func itoa(i int) string { return string(must(json.Marshal(i))) }
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
