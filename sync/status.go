@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -82,8 +81,8 @@ func findChild(objs map[string]Child, name string) (Child, bool) {
 
 func readDeployment(c Child) *deploymentState {
 	d := &deploymentState{generation: c.Metadata.Generation}
-	var spec appsv1.DeploymentSpec
-	if json.Unmarshal(c.Spec, &spec) == nil {
+	var spec deploymentSpecFields
+	if unmarshalRaw(c.Spec, &spec) == nil {
 		if spec.Replicas != nil {
 			d.replicas = *spec.Replicas
 		} else {
@@ -95,7 +94,7 @@ func readDeployment(c Child) *deploymentState {
 			}
 		}
 	}
-	_ = json.Unmarshal(c.Status, &d.status)
+	_ = unmarshalRaw(c.Status, &d.status)
 	return d
 }
 
