@@ -29,7 +29,7 @@ build: ## build bin/memcached-hook
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/memcached-hook ./cmd/memcached-hook
 
 .PHONY: test
-test: vet verify-generate test-tools ## run every test
+test: vet verify-generate kube-tools ## run every test
 	$(TEST_TOOLS_ENV) $(GO) test -race -count=1 ./...
 
 .PHONY: test-unit
