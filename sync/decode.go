@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	gosync "sync"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -57,7 +58,7 @@ func DecodeRequest(body []byte) (*Request, error) {
 			}
 			switch tok.String() {
 			case "parent":
-				err = json.UnmarshalDecode(d, &req.Parent)
+				err = json.UnmarshalDecode(d, &req.Parent, parentOptions)
 			case "children":
 				err = json.UnmarshalDecode(d, &req.Children)
 			case "related":
@@ -73,7 +74,9 @@ func DecodeRequest(body []byte) (*Request, error) {
 		}
 		return leaveObject(d)
 	}()
-	if err := finish(body, d, err); err != nil {
+	err = finish(body, d, err)
+	freeDecoder(d)
+	if err != nil {
 		return nil, err
 	}
 	return req, nil
@@ -95,7 +98,7 @@ func DecodeCustomizeRequest(body []byte) (*CustomizeRequest, error) {
 				return err
 			}
 			if tok.String() == "parent" {
-				err = json.UnmarshalDecode(d, &req.Parent)
+				err = json.UnmarshalDecode(d, &req.Parent, parentOptions)
 			} else {
 				err = skip(d)
 			}
@@ -105,17 +108,45 @@ func DecodeCustomizeRequest(body []byte) (*CustomizeRequest, error) {
 		}
 		return leaveObject(d)
 	}()
-	if err := finish(body, d, err); err != nil {
+	err = finish(body, d, err)
+	freeDecoder(d)
+	if err != nil {
 		return nil, err
 	}
 	return req, nil
 }
 
+// parentOptions decode the parent without its managedFields, which the
+// hook never reads: they are skipped with one scan instead of decoded entry
+// by entry (timestamps parsed, fieldsV1 copied), the larger part of a small
+// request's parent.
+var parentOptions = json.WithUnmarshalers(json.UnmarshalFromFunc(func(d *jsontext.Decoder, _ *[]metav1.ManagedFieldsEntry) error {
+	return skip(d)
+}))
+
+// decoders keeps decoders between calls: a decoder's state (the names seen
+// in each open object, which it tracks to refuse duplicates) is otherwise a
+// quarter of a small request's allocation.
+var decoders = gosync.Pool{New: func() any { return new(jsontext.Decoder) }}
+
+// noInput is what a pooled decoder reads while in the pool, so that it
+// keeps no request alive. It is never read.
+var noInput = bytes.NewReader(nil)
+
 // newDecoder returns a decoder of body with v2's default, strict, options.
+// Give it back with freeDecoder.
 func newDecoder(body []byte) *jsontext.Decoder {
+	d := decoders.Get().(*jsontext.Decoder)
 	// A bytes.Buffer lets the decoder parse body in place, without a copy,
 	// and so lets skip consume a value of any size without buffering it.
-	return jsontext.NewDecoder(bytes.NewBuffer(body))
+	d.Reset(bytes.NewBuffer(body))
+	return d
+}
+
+// freeDecoder returns a decoder to the pool, holding nothing of its request.
+func freeDecoder(d *jsontext.Decoder) {
+	d.Reset(noInput)
+	decoders.Put(d)
 }
 
 // finish checks that nothing but white space follows the top-level value,
