@@ -31,6 +31,20 @@ build: ## build bin/memcached-hook
 .PHONY: test
 test: vet verify-generate kube-tools ## run every test
 	$(TEST_TOOLS_ENV) $(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# The fuzz targets, as package:target. go test fuzzes one target per run.
+FUZZ_TARGETS := ./sync:FuzzSync ./cmd/memcached-hook:FuzzHandler
+# make test fuzzes each target this long; make fuzz, FUZZTIME (FUZZTIME=1h).
+FUZZTIME_SHORT ?= 10s
+FUZZTIME ?= 10m
+
+.PHONY: fuzz
+fuzz: ## fuzz request decoding, sync and the HTTP handler (FUZZTIME=10m each)
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzzing $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+	  $(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=100x "$${t%%:*}" || exit 1; \
+	done
 
 .PHONY: test-unit
 test-unit: ## the tests that need no API server

@@ -94,7 +94,8 @@ func (h *runningHook) stop(t *testing.T) error {
 // TestRunHelp checks that asking for help prints every flag, starts no
 // server and is not an error.
 func TestRunHelp(t *testing.T) {
-	flags := []string{"listen-address", "max-request-bytes", "shutdown-delay", "shutdown-timeout", "log-level", "log-format"}
+	flags := []string{"listen-address", "max-request-bytes", "max-concurrent-calls", "queue-timeout", "shutdown-delay", "shutdown-timeout", "log-level", "log-format",
+		"tls-cert-file", "tls-key-file", "client-ca-file", "auth-token-file", "basic-auth-username-file", "basic-auth-password-file"}
 	for _, arg := range []string{"--help", "-help", "-h"} {
 		t.Run(arg, func(t *testing.T) {
 			// A context already ended: a run that wrongly started a server
@@ -143,6 +144,15 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{name: "unknown log format", args: []string{"--log-format=xml"}, wantErr: `--log-format must be json or text, got "xml"`},
 		{name: "port out of range", args: []string{"--listen-address=127.0.0.1:99999"}, wantErr: "99999"},
 		{name: "bad value in the environment", env: map[string]string{"MEMCACHED_HOOK_MAX_REQUEST_BYTES": "lots"}, wantErr: "MEMCACHED_HOOK_MAX_REQUEST_BYTES"},
+		{name: "max concurrent calls zero", args: []string{"--max-concurrent-calls=0"}, wantErr: "--max-concurrent-calls must be positive, got 0"},
+		{name: "queue timeout negative", args: []string{"--queue-timeout=-1s"}, wantErr: "--queue-timeout must not be negative"},
+		{name: "certificate without key", args: []string{"--tls-cert-file=/x/tls.crt"}, wantErr: "--tls-cert-file and --tls-key-file go together"},
+		{name: "key without certificate", args: []string{"--tls-key-file=/x/tls.key"}, wantErr: "--tls-cert-file and --tls-key-file go together"},
+		{name: "client CA without TLS", args: []string{"--client-ca-file=/x/ca.crt"}, wantErr: "--client-ca-file needs --tls-cert-file"},
+		{name: "basic auth username alone", args: []string{"--basic-auth-username-file=/x/u"}, wantErr: "go together"},
+		{name: "token and basic auth", args: []string{"--auth-token-file=/x/t", "--basic-auth-username-file=/x/u", "--basic-auth-password-file=/x/p"}, wantErr: "mutually exclusive"},
+		{name: "token file missing", args: []string{"--auth-token-file=/nonexistent/token"}, wantErr: "--auth-token-file"},
+		{name: "certificate files missing", args: []string{"--tls-cert-file=/nonexistent/tls.crt", "--tls-key-file=/nonexistent/tls.key"}, wantErr: "--tls-cert-file"},
 		{name: "bad log format in the environment", env: map[string]string{"MEMCACHED_HOOK_LOG_FORMAT": "xml"}, wantErr: `--log-format must be json or text, got "xml"`},
 	}
 	for _, tt := range tests {

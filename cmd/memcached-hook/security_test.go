@@ -321,3 +321,57 @@ func TestAuthFilesRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestRunWithTLSAndAuth runs the whole program with every protection on,
+// as the manifests' components set it up: HTTPS, client certificates and a
+// bearer token. A call with both credentials is answered; one missing
+// either gets 401; probes need neither.
+func TestRunWithTLSAndAuth(t *testing.T) {
+	body := loadCapture(t, "v2/0005-sync").Request
+	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+	dir := t.TempDir()
+	certPEM, keyPEM := serverCA.issue(t, "hook")
+	certFile, keyFile := writeCertFiles(t, dir, certPEM, keyPEM)
+	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	writeFileAtomic(t, caFile, clientCA.certPEM)
+	writeFileAtomic(t, tokenFile, []byte("tok\n"))
+
+	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=0s",
+		"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--client-ca-file=" + caFile, "--auth-token-file=" + tokenFile}, nil)
+	base := "https://" + h.addr
+	withCert := tlsClient(serverCA.pool(), clientCA.clientCert(t, "metacontroller"))
+	noCert := tlsClient(serverCA.pool())
+
+	call := func(client *http.Client, token string) result {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/sync", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readResult(t, resp)
+	}
+	decodeSyncAnswer(t, call(withCert, "tok"))
+	if res := call(withCert, ""); res.status != http.StatusUnauthorized {
+		t.Errorf("client certificate, no token: %d, want 401", res.status)
+	}
+	if res := call(noCert, "tok"); res.status != http.StatusUnauthorized {
+		t.Errorf("token, no client certificate: %d, want 401", res.status)
+	}
+	if res := do(t, noCert, http.MethodGet, base+"/readyz", "", nil); res.status != http.StatusOK {
+		t.Errorf("GET /readyz with no credentials: %d, want 200", res.status)
+	}
+	if got := h.listening["tls"]; got != true {
+		t.Errorf("listening log line says tls = %v, want true", got)
+	}
+	if err := h.stop(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
+	}
+}

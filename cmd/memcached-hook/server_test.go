@@ -42,7 +42,7 @@ type capture struct {
 }
 
 // loadCaptures reads every capture, v1 and v2, in name order.
-func loadCaptures(t *testing.T) []capture {
+func loadCaptures(t testing.TB) []capture {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(capturesDir, "*", "*.json"))
 	if err != nil {
@@ -64,7 +64,7 @@ func loadCaptures(t *testing.T) []capture {
 }
 
 // loadCapture reads one capture by name, such as "v2/0005-sync".
-func loadCapture(t *testing.T, name string) capture {
+func loadCapture(t testing.TB, name string) capture {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(capturesDir, filepath.FromSlash(name)+".json"))
 	if err != nil {
