@@ -13,6 +13,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD := manifests/base/crd/cache.example.com_memcacheds.yaml
 ARGS ?=
+BENCH_COUNT ?= 5
 
 include test/tools/Makefile.inc
 
@@ -49,6 +50,14 @@ fuzz: ## fuzz request decoding, sync and the HTTP handler (FUZZTIME=10m each)
 .PHONY: test-unit
 test-unit: ## the tests that need no API server
 	$(GO) test -race -count=1 ./...
+
+.PHONY: bench
+bench: build ## benchmarks and a loopback load run: the ratios BENCHMARKS.md records (BENCH_COUNT=5)
+	@mkdir -p $(CACHE)/bench
+	$(GO) test ./sync -run '^$$' -bench '^Benchmark(Sync|Floor|SyncParts|DecodeChoices)$$' -benchmem -count $(BENCH_COUNT) | tee $(CACHE)/bench/bench.txt
+	@echo; $(GO) run ./test/load/benchreport < $(CACHE)/bench/bench.txt
+	@MEMCACHED_BENCH_REQUESTS=$(CACHE)/bench $(GO) test ./sync -run '^TestWriteBenchRequests$$' -count 1 >/dev/null
+	@echo; $(GO) run ./test/load -hook bin/memcached-hook -requests $(CACHE)/bench
 
 .PHONY: vet
 vet:
