@@ -273,6 +273,13 @@ func testInvalid(t *testing.T, c *kube.Cluster) {
 		{"service monitor without metrics", `metrics: {serviceMonitor: {enabled: true}}`, []string{"spec.metrics.serviceMonitor.enabled", "needs metrics.enabled"}},
 		{"bad scrape interval", `metrics: {enabled: true, serviceMonitor: {enabled: true, interval: soon}}`, []string{"spec.metrics.serviceMonitor.interval"}},
 		{"unknown field", `sise: 3`, []string{"sise"}},
+		{"tolerations not a list", `tolerations: dedicated`, []string{"spec.tolerations", "array"}},
+		{"affinity not an object", `affinity: [zone-a]`, []string{"spec.affinity", "object"}},
+		{"node selector value not a string", `nodeSelector: {disk: [ssd]}`, []string{"spec.nodeSelector.disk", "string"}},
+		{"spread skew not a number", `topologySpreadConstraints: [{maxSkew: one, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]`, []string{"spec.topologySpreadConstraints[0].maxSkew", "integer"}},
+		{"priority class name too long", `priorityClassName: ` + strings.Repeat("p", 254), []string{"spec.priorityClassName", "253"}},
+		{"metrics enabled not a bool", `metrics: {enabled: "yes"}`, []string{"spec.metrics.enabled", "boolean"}},
+		{"pod annotations not strings", `podAnnotations: {team: [a]}`, []string{"spec.podAnnotations.team", "string"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
