@@ -245,10 +245,11 @@ func TestRunConfigFromEnvironment(t *testing.T) {
 // TestRunServesAndShutsDownGracefully runs the whole program: it serves a
 // captured sync call, and once its context ends it fails /readyz while still
 // answering hooks for the shutdown delay, then stops listening and returns
-// nil.
+// nil. The 2 s delay leaves room for the three calls made in it on a loaded
+// CI machine.
 func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	body := loadCapture(t, "v2/0005-sync").Request
-	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=300ms", "--shutdown-timeout=5s"}, nil)
+	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=2s", "--shutdown-timeout=5s"}, nil)
 	base := "http://" + h.addr
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
