@@ -319,7 +319,10 @@ func podDisruptionBudget(p *Parent) object[policyv1.PodDisruptionBudgetSpec] {
 		Metadata: childMeta(p),
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: &one,
-			Selector:       &metav1.LabelSelector{MatchLabels: SelectorLabels(p.Metadata.Name)},
+			// A crash-looping Pod serves nothing: let a node drain
+			// evict it rather than wait on it.
+			UnhealthyPodEvictionPolicy: ptr(policyv1.AlwaysAllow),
+			Selector:                   &metav1.LabelSelector{MatchLabels: SelectorLabels(p.Metadata.Name)},
 		},
 	}
 }

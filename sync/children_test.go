@@ -27,8 +27,8 @@ func TestArgs(t *testing.T) {
 		{"maxItemSize 512Ki", `{"maxItemSize":"512Ki"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "512k"}},
 		{"maxItemSize 2Mi", `{"maxItemSize":"2Mi"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "2m"}},
 		{"maxItemSize 1.5Mi", `{"maxItemSize":"1.5Mi"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1536k"}},
-		{"maxItemSize in bytes", `{"maxItemSize":"1500"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1500"}},
-		{"maxItemSize 1M is decimal", `{"maxItemSize":"1M"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1000000"}},
+		{"maxItemSize in bytes", `{"maxItemSize":"1572864"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1536k"}},
+		{"maxItemSize the smallest", `{"maxItemSize":"512Ki"}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "512k"}},
 		{"verbosity 0", `{"verbosity":0}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1m"}},
 		{"verbosity 1", `{"verbosity":1}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1m", "-v"}},
 		{"verbosity 2", `{"verbosity":2}`, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1m", "-vv"}},
@@ -66,7 +66,7 @@ func TestDefaultResources(t *testing.T) {
 		{2, 1},
 		{3, 205},
 		{1024, 65536},
-		{1 << 20, 1 << 20},
+		{1 << 20, 65536},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("maxMemoryMB %d maxConnections %d", tt.maxMemoryMB, tt.maxConnections), func(t *testing.T) {

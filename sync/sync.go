@@ -65,6 +65,9 @@ func Sync(req *Request, now time.Time) (*Response, error) {
 
 	obs := observe(req)
 	spec, specErr := decodeSpec(req.Parent.Spec)
+	if problems := validateName(req.Parent.Metadata.Name); len(problems) > 0 {
+		spec, specErr = nil, &SpecError{Problems: problems}
+	}
 
 	resp := &Response{Children: []any{}}
 	switch {

@@ -26,10 +26,17 @@ const (
 	DefaultMaxMemoryMB    = 64
 	MaxMemoryMB           = 1 << 20
 	DefaultMaxConnections = 1024
-	MaxConnections        = 1 << 20
-	DefaultThreads        = 4
-	MaxThreads            = 64
-	MaxVerbosity          = 2
+	// MaxConnections stays well under the open-files hard limit container
+	// runtimes give (often 524288 or 1048576): memcached sets both of its
+	// limits to -c, and without CAP_SYS_RESOURCE it cannot raise the hard
+	// one, so it exits at start.
+	MaxConnections = 65536
+	DefaultThreads = 4
+	MaxThreads     = 64
+	MaxVerbosity   = 2
+	// ItemSizeStep is memcached's slab chunk size (half its 1 MiB slab
+	// page): -I must be a multiple of it, or memcached exits at start.
+	ItemSizeStep = 512 << 10
 	// MemoryHeadroomMB is the least a memory limit must exceed maxMemoryMB
 	// by: memcached's connections, hash table and slab bookkeeping live
 	// outside -m.
@@ -54,6 +61,7 @@ var DefaultMaxItemSize = resource.MustParse("1Mi")
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 63 characters that starts with a letter: it names the Service and is a label value"
 type Memcached struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -98,7 +106,7 @@ type MemcachedSpec struct {
 
 	// PodLabels are added to every memcached Pod. They cannot replace the
 	// labels the operator selects Pods by.
-	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self)",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance or app.kubernetes.io/managed-by: the operator owns them"
+	// +kubebuilder:validation:XValidation:rule="!('app.kubernetes.io/name' in self) && !('app.kubernetes.io/instance' in self) && !('app.kubernetes.io/managed-by' in self) && !('controller-uid' in self)",message="podLabels must not set app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by or controller-uid: the operator and Metacontroller own them"
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 
@@ -145,10 +153,11 @@ type MemcachedConfig struct {
 	// +optional
 	MaxMemoryMB *int32 `json:"maxMemoryMB,omitempty"`
 
-	// MaxConnections is memcached's connection limit (-c).
+	// MaxConnections is memcached's connection limit (-c). memcached sets
+	// its open-files limit to it, hence the bound.
 	// +kubebuilder:default=1024
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:validation:Maximum=65536
 	// +optional
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
 
@@ -159,11 +168,12 @@ type MemcachedConfig struct {
 	// +optional
 	Threads *int32 `json:"threads,omitempty"`
 
-	// MaxItemSize is the largest item memcached stores (-I), a quantity
-	// between 1Ki and 1Gi, at most half of maxMemoryMB. Write 1Mi, not 1m:
-	// in a quantity, m means milli.
+	// MaxItemSize is the largest item memcached stores (-I), a quantity: a
+	// multiple of 512Ki (memcached's slab chunk size) from 512Ki to 1Gi, and
+	// at most half of maxMemoryMB. Write 1Mi, not 1m: in a quantity, m means
+	// milli.
 	// +kubebuilder:default="1Mi"
-	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Ki')) >= 0 && quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="maxItemSize must be between 1Ki and 1Gi (write 1Mi, not 1m: m means milli)"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).isInteger() && quantity(string(self)).asInteger() >= 524288 && quantity(string(self)).asInteger() <= 1073741824 && quantity(string(self)).asInteger() % 524288 == 0",message="maxItemSize must be a multiple of 512Ki from 512Ki to 1Gi, memcached's slab chunk size (write 1Mi, not 1m: m means milli)"
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
 
@@ -226,6 +236,7 @@ type ServiceMonitorSpec struct {
 
 	// Labels added to the ServiceMonitor, for a Prometheus that selects
 	// ServiceMonitors by label.
+	// +kubebuilder:validation:XValidation:rule="!('controller-uid' in self)",message="serviceMonitor.labels must not set controller-uid: Metacontroller owns it"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 }

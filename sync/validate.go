@@ -16,8 +16,10 @@ import (
 )
 
 // SpecError lists what is wrong with a Memcached's spec, each item naming the
-// field. The CRD refuses all of these; the hook checks again for objects that
-// got past an older CRD.
+// field. The CRD refuses most of these; the hook checks again for objects
+// that got past an older CRD, and checks what the CRD cannot (label and
+// resource name syntax, tolerations, spread constraints), so that a spec the
+// API server would refuse in the children is an InvalidSpec status instead.
 type SpecError struct {
 	Problems []string
 }
@@ -182,7 +184,11 @@ func setsManagedFlag(arg string) bool {
 	return managedShortFlags.MatchString(arg)
 }
 
-var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy}
+// controllerUIDLabel is the label Metacontroller selects children by (with
+// generateSelector): a child that sets it otherwise fails the whole sync.
+const controllerUIDLabel = "controller-uid"
+
+var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy, controllerUIDLabel}
 
 // validate returns one line for each problem, in field order.
 func validate(s *MemcachedSpec) []string {
@@ -207,8 +213,8 @@ func validate(s *MemcachedSpec) []string {
 	}
 	item := m.MaxItemSize.Value()
 	switch {
-	case item < 1<<10 || item > 1<<30:
-		bad("spec.memcached.maxItemSize: %s is out of range, want 1Ki to 1Gi (write 1Mi, not 1m: m means milli)", m.MaxItemSize.String())
+	case item < ItemSizeStep || item > 1<<30 || item%ItemSizeStep != 0:
+		bad("spec.memcached.maxItemSize: %s is not a multiple of 512Ki from 512Ki to 1Gi, memcached's slab chunk size (write 1Mi, not 1m: m means milli)", m.MaxItemSize.String())
 	case item > int64(*m.MaxMemoryMB)<<19:
 		bad("spec.memcached.maxItemSize: %s is more than half of maxMemoryMB (%d), memcached would refuse to start", m.MaxItemSize.String(), *m.MaxMemoryMB)
 	}
@@ -226,10 +232,12 @@ func validate(s *MemcachedSpec) []string {
 		if hasLimit && limit.Cmp(floor) < 0 {
 			bad("spec.resources.limits.memory: %s is below maxMemoryMB + %dMi (%s), memcached would be OOM-killed", limit.String(), MemoryHeadroomMB, floor.String())
 		}
-		if req, ok := s.Resources.Requests[corev1.ResourceMemory]; ok && hasLimit && req.Cmp(limit) > 0 {
-			bad("spec.resources.requests.memory: %s exceeds resources.limits.memory %s", req.String(), limit.String())
-		}
 	}
+	p = append(p, resourceProblems("spec.resources", s.Resources)...)
+	if s.Metrics != nil {
+		p = append(p, resourceProblems("spec.metrics.resources", s.Metrics.Resources)...)
+	}
+	p = append(p, placementProblems(s)...)
 	for _, k := range reservedPodLabels {
 		if _, ok := s.PodLabels[k]; ok {
 			bad("spec.podLabels: %q is the operator's label", k)
@@ -251,6 +259,9 @@ func validate(s *MemcachedSpec) []string {
 	}
 	if mt := s.Metrics; mt != nil && mt.ServiceMonitor != nil {
 		p = append(p, labelProblems("spec.metrics.serviceMonitor.labels", mt.ServiceMonitor.Labels)...)
+		if _, ok := mt.ServiceMonitor.Labels[controllerUIDLabel]; ok {
+			bad("spec.metrics.serviceMonitor.labels: %q is Metacontroller's label", controllerUIDLabel)
+		}
 		if iv := mt.ServiceMonitor.Interval; iv != "" && !promDuration.MatchString(iv) {
 			bad("spec.metrics.serviceMonitor.interval: %q is not a Prometheus duration like 30s or 1m30s", iv)
 		}
@@ -260,6 +271,99 @@ func validate(s *MemcachedSpec) []string {
 	}
 	if mt := s.Metrics; mt != nil && mt.ServiceMonitor != nil && mt.ServiceMonitor.Enabled && !mt.Enabled {
 		bad("spec.metrics.serviceMonitor.enabled: needs spec.metrics.enabled")
+	}
+	return p
+}
+
+// validateName checks the parent's name, which names every child and is
+// the value of the instance label. The CRD says the same.
+func validateName(name string) []string {
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return []string{fmt.Sprintf("metadata.name: %q: %s (it names the Service and is a label value)", name, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// resourceProblems checks what the API server checks of a container's
+// resources, which the CRD cannot: the resource names, and each request
+// at most its limit.
+func resourceProblems(field string, r *corev1.ResourceRequirements) []string {
+	if r == nil {
+		return nil
+	}
+	var p []string
+	for _, side := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for _, name := range slices.Sorted(maps.Keys(side.list)) {
+			if !validResourceName(name) {
+				p = append(p, fmt.Sprintf("%s.%s: %q is not a resource name (cpu, memory, ephemeral-storage, hugepages-<size> or a domain-qualified name)", field, side.name, name))
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		req := r.Requests[name]
+		if limit, ok := r.Limits[name]; ok && req.Cmp(limit) > 0 {
+			p = append(p, fmt.Sprintf("%s.requests.%s: %s exceeds the limit %s", field, name, req.String(), limit.String()))
+		}
+	}
+	return p
+}
+
+func validResourceName(name corev1.ResourceName) bool {
+	switch n := string(name); {
+	case name == corev1.ResourceCPU, name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage:
+		return true
+	case strings.HasPrefix(n, corev1.ResourceHugePagesPrefix):
+		_, err := resource.ParseQuantity(strings.TrimPrefix(n, corev1.ResourceHugePagesPrefix))
+		return err == nil
+	default:
+		return strings.Contains(n, "/") && len(validation.IsQualifiedName(n)) == 0
+	}
+}
+
+// placementProblems checks the tolerations and spread constraints the way
+// the API server will check the Pod template, so that a mistake there is an
+// InvalidSpec status rather than a Deployment refused on every sync.
+func placementProblems(s *MemcachedSpec) []string {
+	var p []string
+	for i, t := range s.Tolerations {
+		f := fmt.Sprintf("spec.tolerations[%d]", i)
+		switch t.Operator {
+		case corev1.TolerationOpExists:
+			if t.Value != "" {
+				p = append(p, f+".value: must be empty when operator is Exists")
+			}
+		case corev1.TolerationOpEqual, "":
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				p = append(p, fmt.Sprintf("%s.value: %q: %s", f, t.Value, msg))
+			}
+		default:
+			p = append(p, fmt.Sprintf("%s.operator: %q is not Exists or Equal", f, t.Operator))
+		}
+		if t.Key == "" && t.Operator != corev1.TolerationOpExists {
+			p = append(p, f+".operator: must be Exists when key is empty")
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			p = append(p, fmt.Sprintf("%s.effect: %q is not NoSchedule, PreferNoSchedule or NoExecute", f, t.Effect))
+		}
+	}
+	for i, c := range s.TopologySpreadConstraints {
+		f := fmt.Sprintf("spec.topologySpreadConstraints[%d]", i)
+		if c.MaxSkew < 1 {
+			p = append(p, fmt.Sprintf("%s.maxSkew: %d, want at least 1", f, c.MaxSkew))
+		}
+		if c.TopologyKey == "" {
+			p = append(p, f+".topologyKey: must not be empty")
+		}
+		switch c.WhenUnsatisfiable {
+		case corev1.DoNotSchedule, corev1.ScheduleAnyway:
+		default:
+			p = append(p, fmt.Sprintf("%s.whenUnsatisfiable: %q is not DoNotSchedule or ScheduleAnyway", f, c.WhenUnsatisfiable))
+		}
 	}
 	return p
 }

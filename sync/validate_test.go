@@ -68,6 +68,23 @@ var invalidSpecs = []struct {
 	{"memory request over the limit", `{"resources":{"requests":{"memory":"200Mi"},"limits":{"memory":"128Mi"}}}`, "spec.resources.requests.memory"},
 	{"serviceMonitor without metrics", `{"metrics":{"serviceMonitor":{"enabled":true}}}`, "spec.metrics.serviceMonitor.enabled"},
 	{"serviceMonitor with metrics disabled", `{"metrics":{"enabled":false,"serviceMonitor":{"enabled":true}}}`, "spec.metrics.serviceMonitor.enabled"},
+	// memcached exits unless -I is a multiple of its 512 KiB slab chunk.
+	{"maxItemSize under 512Ki", `{"memcached":{"maxItemSize":"100Ki"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize not a multiple of 512Ki", `{"memcached":{"maxItemSize":"1000Ki"}}`, "spec.memcached.maxItemSize"},
+	{"maxConnections above the open-files bound", `{"memcached":{"maxConnections":65537}}`, "spec.memcached.maxConnections"},
+	// Metacontroller fails the whole sync for a child whose controller-uid
+	// is not the parent's.
+	{"pod label controller-uid", `{"podLabels":{"controller-uid":"x"}}`, "spec.podLabels"},
+	{"serviceMonitor label controller-uid", `{"metrics":{"enabled":true,"serviceMonitor":{"enabled":true,"labels":{"controller-uid":"x"}}}}`, "spec.metrics.serviceMonitor.labels"},
+	// The API server would refuse the Deployment for these.
+	{"cpu request over the limit", `{"resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}`, "spec.resources.requests.cpu"},
+	{"exporter memory request over its limit", `{"metrics":{"enabled":true,"resources":{"requests":{"memory":"1Gi"},"limits":{"memory":"64Mi"}}}}`, "spec.metrics.resources.requests.memory"},
+	{"unknown resource name", `{"resources":{"limits":{"foo":"1"}}}`, "spec.resources.limits"},
+	{"toleration Exists with a value", `{"tolerations":[{"key":"k","operator":"Exists","value":"x"}]}`, "spec.tolerations[0].value"},
+	{"toleration with a bad effect", `{"tolerations":[{"key":"k","operator":"Equal","value":"x","effect":"Sometimes"}]}`, "spec.tolerations[0].effect"},
+	{"spread maxSkew 0", `{"topologySpreadConstraints":[{"maxSkew":0,"topologyKey":"zone","whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].maxSkew"},
+	{"spread without a topology key", `{"topologySpreadConstraints":[{"maxSkew":1,"whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].topologyKey"},
+	{"spread with a bad whenUnsatisfiable", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Nope"}]}`, "spec.topologySpreadConstraints[0].whenUnsatisfiable"},
 }
 
 // TestInvalidSpec checks what an invalid spec gets: every observed child
@@ -232,7 +249,7 @@ func TestValidSpecEdges(t *testing.T) {
 		{"threads 64", `{"memcached":{"threads":64}}`, nil},
 		{"verbosity 2", `{"memcached":{"verbosity":2}}`, nil},
 		{"maxMemoryMB 2", `{"memcached":{"maxMemoryMB":2,"maxItemSize":"1Mi"}}`, nil},
-		{"maxItemSize 1Ki", `{"memcached":{"maxItemSize":"1Ki"}}`, nil},
+		{"maxItemSize 512Ki", `{"memcached":{"maxItemSize":"512Ki"}}`, nil},
 		{"maxItemSize exactly half of maxMemoryMB", `{"memcached":{"maxItemSize":"32Mi"}}`, func(t *testing.T, a syncAnswer) {
 			wantArgs(t, a, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "32m"})
 		}},
@@ -290,5 +307,27 @@ func wantArgs(t *testing.T, a syncAnswer, want []string) {
 	}
 	if len(c.Command) != 0 {
 		t.Errorf("memcached command = %v, want the image's entrypoint", c.Command)
+	}
+}
+
+// TestInvalidName checks that a parent whose name cannot name a Service or
+// be a label value (which an older CRD let through) makes no children, with
+// Degraded InvalidSpec naming metadata.name: the API server would refuse
+// every child, and Metacontroller's error would not reach the status.
+func TestInvalidName(t *testing.T) {
+	for _, name := range []string{"my.cache", "1cache", strings.Repeat("c", 64)} {
+		t.Run(name, func(t *testing.T) {
+			body := captureBody(t, "v2/0002-sync.json", "sync")
+			req := decodeObject(t, body)
+			req["parent"].(map[string]any)["metadata"].(map[string]any)["name"] = name
+			a := parseAnswer(t, callHook(t, "sync", mustMarshal(t, req), fixedNow))
+			if len(a.children) != 0 {
+				t.Errorf("answer has %d children, want none (none observed, and none could be made)", len(a.children))
+			}
+			d := a.condition(t, "Degraded")
+			if d.Status != "True" || d.Reason != "InvalidSpec" || !strings.Contains(d.Message, "metadata.name") {
+				t.Errorf("Degraded = %s %s %q, want True InvalidSpec naming metadata.name", d.Status, d.Reason, d.Message)
+			}
+		})
 	}
 }

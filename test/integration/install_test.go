@@ -244,42 +244,51 @@ type invalidCase struct {
 	name string
 	spec string // the spec in YAML flow style, braces optional
 	want []string
+	// objName is the object's metadata.name; "" means "invalid".
+	objName string
 }
 
 func testInvalid(t *testing.T, c *kube.Cluster) {
 	cases := []invalidCase{
-		{"negative size", `size: -1`, []string{"spec.size", "greater than or equal to 0"}},
-		{"size above bound", `size: 1001`, []string{"spec.size", "less than or equal to 1000"}},
-		{"size as string", `size: "3"`, []string{"spec.size", "integer"}},
-		{"empty image", `image: ""`, []string{"spec.image", "at least 1 chars long"}},
-		{"image with space", `image: "memcached 1.6"`, []string{"spec.image", "must not contain spaces"}},
-		{"memory too small", `memcached: {maxMemoryMB: 1}`, []string{"spec.memcached.maxMemoryMB", "greater than or equal to 2"}},
-		{"connections zero", `memcached: {maxConnections: 0}`, []string{"spec.memcached.maxConnections"}},
-		{"threads above 64", `memcached: {threads: 65}`, []string{"spec.memcached.threads", "less than or equal to 64"}},
-		{"verbosity 3", `memcached: {verbosity: 3}`, []string{"spec.memcached.verbosity"}},
-		{"item size in milli", `memcached: {maxItemSize: 1m}`, []string{"spec.memcached.maxItemSize", "between 1Ki and 1Gi"}},
-		{"item size above 1Gi", `memcached: {maxMemoryMB: 8192, maxItemSize: 2Gi}`, []string{"spec.memcached.maxItemSize", "between 1Ki and 1Gi"}},
-		{"item size over half memory", `memcached: {maxMemoryMB: 64, maxItemSize: 33Mi}`, []string{"spec.memcached.maxItemSize", "at most half of maxMemoryMB"}},
-		{"extra arg sets memory", `memcached: {extraArgs: ["-m", "128"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg sets memory attached", `memcached: {extraArgs: ["-m128"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg long form", `memcached: {extraArgs: ["--memory-limit=128"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg verbosity", `memcached: {extraArgs: ["-vv"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg abbreviated long form", `memcached: {extraArgs: ["--thr=8"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg unix socket", `memcached: {extraArgs: ["-s", "/tmp/mc.sock"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"extra arg version exits", `memcached: {extraArgs: ["-V"]}`, []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
-		{"memory limit too tight", `{memcached: {maxMemoryMB: 64}, resources: {limits: {memory: 90Mi}}}`, []string{"spec.resources.limits[memory]", "at least memcached.maxMemoryMB + 32Mi"}},
-		{"request above limit", `resources: {requests: {memory: 1Gi}, limits: {memory: 512Mi}}`, []string{"spec.resources.requests[memory]", "must not exceed"}},
-		{"pod label overrides selector", `podLabels: {app.kubernetes.io/instance: other}`, []string{"spec.podLabels", "the operator owns them"}},
-		{"service monitor without metrics", `metrics: {serviceMonitor: {enabled: true}}`, []string{"spec.metrics.serviceMonitor.enabled", "needs metrics.enabled"}},
-		{"bad scrape interval", `metrics: {enabled: true, serviceMonitor: {enabled: true, interval: soon}}`, []string{"spec.metrics.serviceMonitor.interval"}},
-		{"unknown field", `sise: 3`, []string{"sise"}},
-		{"tolerations not a list", `tolerations: dedicated`, []string{"spec.tolerations", "array"}},
-		{"affinity not an object", `affinity: [zone-a]`, []string{"spec.affinity", "object"}},
-		{"node selector value not a string", `nodeSelector: {disk: [ssd]}`, []string{"spec.nodeSelector.disk", "string"}},
-		{"spread skew not a number", `topologySpreadConstraints: [{maxSkew: one, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]`, []string{"spec.topologySpreadConstraints[0].maxSkew", "integer"}},
-		{"priority class name too long", `priorityClassName: ` + strings.Repeat("p", 254), []string{"spec.priorityClassName", "253"}},
-		{"metrics enabled not a bool", `metrics: {enabled: "yes"}`, []string{"spec.metrics.enabled", "boolean"}},
-		{"pod annotations not strings", `podAnnotations: {team: [a]}`, []string{"spec.podAnnotations.team", "string"}},
+		{name: "negative size", spec: `size: -1`, want: []string{"spec.size", "greater than or equal to 0"}},
+		{name: "size above bound", spec: `size: 1001`, want: []string{"spec.size", "less than or equal to 1000"}},
+		{name: "size as string", spec: `size: "3"`, want: []string{"spec.size", "integer"}},
+		{name: "empty image", spec: `image: ""`, want: []string{"spec.image", "at least 1 chars long"}},
+		{name: "image with space", spec: `image: "memcached 1.6"`, want: []string{"spec.image", "must not contain spaces"}},
+		{name: "memory too small", spec: `memcached: {maxMemoryMB: 1}`, want: []string{"spec.memcached.maxMemoryMB", "greater than or equal to 2"}},
+		{name: "connections zero", spec: `memcached: {maxConnections: 0}`, want: []string{"spec.memcached.maxConnections"}},
+		{name: "threads above 64", spec: `memcached: {threads: 65}`, want: []string{"spec.memcached.threads", "less than or equal to 64"}},
+		{name: "verbosity 3", spec: `memcached: {verbosity: 3}`, want: []string{"spec.memcached.verbosity"}},
+		{name: "item size in milli", spec: `memcached: {maxItemSize: 1m}`, want: []string{"spec.memcached.maxItemSize", "multiple of 512Ki from 512Ki to 1Gi"}},
+		{name: "item size above 1Gi", spec: `memcached: {maxMemoryMB: 8192, maxItemSize: 2Gi}`, want: []string{"spec.memcached.maxItemSize", "multiple of 512Ki from 512Ki to 1Gi"}},
+		{name: "item size under the slab chunk", spec: `memcached: {maxItemSize: 100Ki}`, want: []string{"spec.memcached.maxItemSize", "multiple of 512Ki"}},
+		{name: "item size not a multiple of the slab chunk", spec: `memcached: {maxItemSize: 1000Ki}`, want: []string{"spec.memcached.maxItemSize", "multiple of 512Ki"}},
+		{name: "connections above the open-files bound", spec: `memcached: {maxConnections: 65537}`, want: []string{"spec.memcached.maxConnections", "less than or equal to 65536"}},
+		{name: "pod label controller-uid", spec: `podLabels: {controller-uid: x}`, want: []string{"spec.podLabels", "controller-uid"}},
+		{name: "service monitor label controller-uid", spec: `metrics: {enabled: true, serviceMonitor: {enabled: true, labels: {controller-uid: x}}}`, want: []string{"spec.metrics.serviceMonitor.labels", "controller-uid"}},
+		{name: "item size over half memory", spec: `memcached: {maxMemoryMB: 64, maxItemSize: 33Mi}`, want: []string{"spec.memcached.maxItemSize", "at most half of maxMemoryMB"}},
+		{name: "extra arg sets memory", spec: `memcached: {extraArgs: ["-m", "128"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg sets memory attached", spec: `memcached: {extraArgs: ["-m128"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg long form", spec: `memcached: {extraArgs: ["--memory-limit=128"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg verbosity", spec: `memcached: {extraArgs: ["-vv"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg abbreviated long form", spec: `memcached: {extraArgs: ["--thr=8"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg unix socket", spec: `memcached: {extraArgs: ["-s", "/tmp/mc.sock"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "extra arg version exits", spec: `memcached: {extraArgs: ["-V"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "memory limit too tight", spec: `{memcached: {maxMemoryMB: 64}, resources: {limits: {memory: 90Mi}}}`, want: []string{"spec.resources.limits[memory]", "at least memcached.maxMemoryMB + 32Mi"}},
+		{name: "request above limit", spec: `resources: {requests: {memory: 1Gi}, limits: {memory: 512Mi}}`, want: []string{"spec.resources.requests[memory]", "must not exceed"}},
+		{name: "pod label overrides selector", spec: `podLabels: {app.kubernetes.io/instance: other}`, want: []string{"spec.podLabels", "the operator and Metacontroller own them"}},
+		{name: "service monitor without metrics", spec: `metrics: {serviceMonitor: {enabled: true}}`, want: []string{"spec.metrics.serviceMonitor.enabled", "needs metrics.enabled"}},
+		{name: "bad scrape interval", spec: `metrics: {enabled: true, serviceMonitor: {enabled: true, interval: soon}}`, want: []string{"spec.metrics.serviceMonitor.interval"}},
+		{name: "unknown field", spec: `sise: 3`, want: []string{"sise"}},
+		{name: "name with a dot", spec: `size: 1`, want: []string{"metadata.name must be a DNS label"}, objName: "my.cache"},
+		{name: "name starting with a digit", spec: `size: 1`, want: []string{"metadata.name must be a DNS label"}, objName: "1cache"},
+		{name: "tolerations not a list", spec: `tolerations: dedicated`, want: []string{"spec.tolerations", "array"}},
+		{name: "affinity not an object", spec: `affinity: [zone-a]`, want: []string{"spec.affinity", "object"}},
+		{name: "node selector value not a string", spec: `nodeSelector: {disk: [ssd]}`, want: []string{"spec.nodeSelector.disk", "string"}},
+		{name: "spread skew not a number", spec: `topologySpreadConstraints: [{maxSkew: one, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]`, want: []string{"spec.topologySpreadConstraints[0].maxSkew", "integer"}},
+		{name: "priority class name too long", spec: `priorityClassName: ` + strings.Repeat("p", 254), want: []string{"spec.priorityClassName", "253"}},
+		{name: "metrics enabled not a bool", spec: `metrics: {enabled: "yes"}`, want: []string{"spec.metrics.enabled", "boolean"}},
+		{name: "pod annotations not strings", spec: `podAnnotations: {team: [a]}`, want: []string{"spec.podAnnotations.team", "string"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,7 +296,11 @@ func testInvalid(t *testing.T, c *kube.Cluster) {
 			if !strings.HasPrefix(spec, "{") {
 				spec = "{" + spec + "}"
 			}
-			obj := fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: invalid, namespace: %s}\nspec: %s\n", ns, spec)
+			name := tc.objName
+			if name == "" {
+				name = "invalid"
+			}
+			obj := fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: %q, namespace: %s}\nspec: %s\n", name, ns, spec)
 			stdout, stderr, err := c.KubectlStdin([]byte(obj), "create", "--dry-run=server", "--validate=strict", "-f", "-")
 			if err == nil {
 				t.Fatalf("accepted, want refused:\n%s\n%s", obj, stdout)
