@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The memcached hook: a static Go binary on distroless, running as non-root.
 #   docker build -t REGISTRY/memcached-hook:TAG .
-FROM golang:1.26 AS build
+# The exact Go of go.mod: the golang images set GOTOOLCHAIN=local.
+FROM golang:1.26.8 AS build
 WORKDIR /src
 # Dependencies first, in their own layer: rebuilt only when go.mod or go.sum
 # change.
