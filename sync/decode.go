@@ -39,6 +39,12 @@ import (
 // Every error is a *RequestError whose message says what is wrong and where:
 // the byte offset of a syntax error, the field path of a value of the wrong
 // type.
+//
+// The object walks below repeat one loop shape on purpose. Folding them into
+// a helper that takes the per-member step as a function (a closure, or a
+// generic walker with plain functions) was measured: it made a 1,000-Pod
+// decode allocate 2.5 times as often, because each member name then escapes
+// as a string where `switch tok.String()` compares it in place.
 
 // DecodeRequest decodes the body of a sync or finalize call. A JSON null
 // body decodes to an empty Request, which Sync then refuses for having no
