@@ -24,13 +24,24 @@ include test/tools/Makefile.inc
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+# What the binaries say for --version: the nearest tag (or the commit) and
+# the commit, "-dirty" when the tree has changes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+IMAGE ?= memcached-hook:$(VERSION)
+
 .PHONY: run
-run: ## serve the hook on :8080 (set ARGS="--listen-address=:9090 ..." for flags)
-	$(GO) run ./cmd/memcached-hook --log-format=text $(ARGS)
+run: ## serve the hook on 127.0.0.1:8080 (set ARGS="--listen-address=127.0.0.1:9090 ..." for flags)
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/memcached-hook --listen-address=127.0.0.1:8080 --log-format=text $(ARGS)
 
 .PHONY: build
 build: ## build bin/memcached-hook
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/memcached-hook ./cmd/memcached-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/memcached-hook ./cmd/memcached-hook
+
+.PHONY: image
+image: ## build the hook's image with docker (IMAGE=REGISTRY/memcached-hook:TAG)
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
 test: vet verify-generate kube-tools ## run every test
@@ -38,7 +49,7 @@ test: vet verify-generate kube-tools ## run every test
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.
-FUZZ_TARGETS := ./sync:FuzzSync ./cmd/memcached-hook:FuzzHandler
+FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler
 # make test fuzzes each target this long; make fuzz, FUZZTIME (FUZZTIME=1h).
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 10m
@@ -57,9 +68,9 @@ test-unit: ## the tests that need no API server
 .PHONY: bench
 bench: build ## benchmarks and a loopback load run: the ratios BENCHMARKS.md records (BENCH_COUNT=5)
 	@mkdir -p $(CACHE)/bench
-	$(GO) test ./sync -run '^$$' -bench '^Benchmark(Sync|Floor|SyncParts|DecodeChoices)$$' -benchmem -count $(BENCH_COUNT) | tee $(CACHE)/bench/bench.txt
+	$(GO) test ./sync/memcached -run '^$$' -bench '^Benchmark(Sync|Floor|SyncParts|DecodeChoices)$$' -benchmem -count $(BENCH_COUNT) | tee $(CACHE)/bench/bench.txt
 	@echo; $(GO) run ./test/load/benchreport < $(CACHE)/bench/bench.txt
-	@MEMCACHED_BENCH_REQUESTS=$(CACHE)/bench $(GO) test ./sync -run '^TestWriteBenchRequests$$' -count 1 >/dev/null
+	@MEMCACHED_BENCH_REQUESTS=$(CACHE)/bench $(GO) test ./sync/memcached -run '^TestWriteBenchRequests$$' -count 1 >/dev/null
 	@echo; $(GO) run ./test/load -hook bin/memcached-hook -requests $(CACHE)/bench
 
 .PHONY: vet
@@ -72,15 +83,22 @@ $(CONTROLLER_GEN):
 	GOBIN=$(CACHE)/controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(CACHE)/controller-gen/controller-gen $@
 
+API := ./sync/api/...
+DEEPCOPY := sync/api/v1alpha1/zz_generated.deepcopy.go
+
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## regenerate the CRD from the Go types in sync/
-	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./sync/... output:crd:artifacts:config=manifests/base/crd
+generate: $(CONTROLLER_GEN) ## regenerate the CRD and deep copies from the API in sync/api (controller-gen, then cmd/apigen)
+	$(CONTROLLER_GEN) object paths=$(API)
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=manifests/base/crd
+	$(GO) run ./cmd/apigen --crd $(CRD)
 
 .PHONY: verify-generate
-verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD is not what the Go types generate
+verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD or deep copies are not what the API generates
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./sync/... output:crd:artifacts:config=$$tmp; \
-	diff -u $(CRD) $$tmp/$(notdir $(CRD)) || { echo "$(CRD) is stale: run make generate"; exit 1; }
+	$(CONTROLLER_GEN) object paths=$(API) output:object:stdout > $$tmp/deepcopy.go; \
+	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=$$tmp; \
+	$(GO) run ./cmd/apigen --crd $$tmp/$(notdir $(CRD)); \
+	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) || { echo "generated files are stale: run make generate"; exit 1; }
 
 .PHONY: clean
 clean: ## remove built binaries (keeps the cached API server build)

@@ -113,7 +113,7 @@ func (a *authenticator) middleware(next http.Handler) http.Handler {
 			case a.basic != nil:
 				w.Header().Set(authFailureHeader, wwwAuthBasic)
 			}
-			writeError(w, &httpError{status: http.StatusUnauthorized, msg: msg})
+			writeError(w, http.StatusUnauthorized, msg)
 			return
 		}
 		next.ServeHTTP(w, r)

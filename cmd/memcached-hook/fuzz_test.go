@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // fuzzPaths are the hooks FuzzHandler calls, chosen by its first argument.
@@ -19,7 +21,7 @@ var fuzzPaths = []string{"/sync", "/finalize", "/customize"}
 //
 // make test runs it for a few seconds; make fuzz for as long as you like.
 func FuzzHandler(f *testing.F) {
-	for _, c := range loadCaptures(f) {
+	for _, c := range testutil.Captures(f) {
 		for i, p := range fuzzPaths {
 			if p == c.Path {
 				f.Add(uint8(i), []byte(c.Request))
@@ -41,7 +43,7 @@ func FuzzHandler(f *testing.F) {
 			var a customizeAnswer
 			checkJSONContentType(t, res)
 			topLevelKeys(t, res.body, "relatedResources")
-			strictDecode(t, res.body, &a)
+			testutil.StrictDecode(t, res.body, &a)
 			if a.RelatedResources == nil {
 				t.Fatalf("relatedResources is null or missing: %s", res.body)
 			}

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"io"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/example/memcached-operator/sync"
+	"github.com/example/memcached-operator/sync/memcached"
 )
 
 // metrics are the hook's Prometheus metrics. They live in a registry of
@@ -46,7 +43,7 @@ func newMetrics() *metrics {
 		}, []string{"hook"}),
 		requestBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "memcached_hook_request_size_bytes",
-			Help: "Request body bytes read, by hook. A 1,000-Pod sync request is 4 to 5 MB.",
+			Help: "Request size (headers and stated body length), by hook. A 1,000-Pod sync request is 4 to 5 MB.",
 			// 1 KiB to 64 MiB.
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 9),
 		}, []string{"hook"}),
@@ -83,80 +80,24 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-// instrument counts every call to one hook: its status code, duration and
-// request size. It sits outside authentication and the concurrency limit,
-// so that 401s and 429s are counted too.
+// instrument counts every call to one hook with client_golang's own
+// instrumentation: its status code, duration and request size, and the
+// calls in flight. It sits outside authentication and the concurrency
+// limit, so that 401s and 429s are counted too.
 func (m *metrics) instrument(hook string) func(http.Handler) http.Handler {
+	labels := prometheus.Labels{"hook": hook}
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			m.inFlight.Inc()
-			sw := &statusWriter{ResponseWriter: w}
-			body := &countingReader{ReadCloser: r.Body}
-			r.Body = body
-			defer func() {
-				m.inFlight.Dec()
-				// A handler that wrote nothing panicked: recoverPanics,
-				// outside this, answers 500.
-				code := http.StatusInternalServerError
-				if sw.status != 0 {
-					code = sw.status
-				}
-				m.calls.WithLabelValues(hook, strconv.Itoa(code)).Inc()
-				m.duration.WithLabelValues(hook).Observe(time.Since(start).Seconds())
-				if body.n > 0 {
-					m.requestBytes.WithLabelValues(hook).Observe(float64(body.n))
-				}
-			}()
-			next.ServeHTTP(sw, r)
-		})
+		return promhttp.InstrumentHandlerInFlight(m.inFlight,
+			promhttp.InstrumentHandlerDuration(m.duration.MustCurryWith(labels),
+				promhttp.InstrumentHandlerCounter(m.calls.MustCurryWith(labels),
+					promhttp.InstrumentHandlerRequestSize(m.requestBytes.MustCurryWith(labels), next))))
 	}
 }
 
 // observeSync records what a 200 sync or finalize answer holds.
-func (m *metrics) observeSync(hook string, resp *sync.Response) {
-	m.children.WithLabelValues(hook).Observe(float64(len(resp.Children)))
-	if resp.Status == nil {
-		return
+func (m *metrics) observeSync(hook string, a *memcached.Answer) {
+	m.children.WithLabelValues(hook).Observe(float64(len(a.Response.Children)))
+	if a.Degraded == memcached.ReasonInvalidSpec {
+		m.invalidSpecs.Inc()
 	}
-	for _, c := range resp.Status.Conditions {
-		if c.Type == sync.ConditionDegraded && c.Reason == "InvalidSpec" {
-			m.invalidSpecs.Inc()
-		}
-	}
-}
-
-// statusWriter remembers the status code of the answer.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// countingReader counts the request body bytes read.
-type countingReader struct {
-	io.ReadCloser
-	n int64
-}
-
-func (r *countingReader) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
-	r.n += int64(n)
-	return n, err
 }

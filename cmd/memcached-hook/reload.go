@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	gosync "sync"
+	"sync"
 )
 
 // reloading is a value parsed from files (a certificate and its key, a CA
@@ -25,7 +25,7 @@ type reloading[T any] struct {
 	parse  func(contents [][]byte) (T, error)
 	logger *slog.Logger
 
-	mu     gosync.Mutex
+	mu     sync.Mutex
 	stamps []os.FileInfo
 	value  T
 }

@@ -10,16 +10,28 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
 )
+
+// version and commit say what was built; the Makefile and the Dockerfile
+// set them with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "devel"
+	commit  = "unknown"
+)
+
+// errVersion is --version: print the version instead of running.
+var errVersion = errors.New("version asked for")
 
 // config is everything the flags set.
 type config struct {
 	listenAddress      string
 	maxRequestBytes    int64
 	maxConcurrentCalls int
+	maxQueuedCalls     int
 	queueTimeout       time.Duration
 	shutdownDelay      time.Duration
 	shutdownTimeout    time.Duration
@@ -43,9 +55,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.listenAddress, "listen-address", ":8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one)")
+	printVersion := fs.Bool("version", false, "print the version and the commit it was built from, and exit")
+	fs.StringVar(&cfg.listenAddress, "listen-address", "127.0.0.1:8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one; :8080 for every interface, as in a Pod)")
 	fs.Int64Var(&cfg.maxRequestBytes, "max-request-bytes", 32<<20, "largest request body accepted, in `bytes`; larger ones get 413 (a 1,000-Pod sync request is 4 to 5 MB)")
 	fs.IntVar(&cfg.maxConcurrentCalls, "max-concurrent-calls", 8, "hook calls worked on at once; more wait for a slot (each holds its request, up to 5 MB for 1,000 Pods, and several times that decoded)")
+	fs.IntVar(&cfg.maxQueuedCalls, "max-queued-calls", 32, "hook calls that may wait for a slot at once; more get 429 at once")
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 2*time.Second, "how long a call over --max-concurrent-calls waits for a slot before it gets 429 with Retry-After, which Metacontroller takes as \"requeue\"")
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 20*time.Second, "after the delay, how long in-flight calls get to finish")
@@ -64,6 +78,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
+	}
+	if *printVersion {
+		return nil, errVersion
 	}
 	// The environment fills in what the command line left unset.
 	onCommandLine := map[string]bool{}
@@ -95,6 +112,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.maxConcurrentCalls <= 0 {
 		return nil, fmt.Errorf("--max-concurrent-calls must be positive, got %d", cfg.maxConcurrentCalls)
 	}
+	if cfg.maxQueuedCalls < 0 {
+		return nil, fmt.Errorf("--max-queued-calls must not be negative, got %d", cfg.maxQueuedCalls)
+	}
 	if cfg.queueTimeout < 0 {
 		return nil, fmt.Errorf("--queue-timeout must not be negative")
 	}
@@ -120,6 +140,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintf(stdout, "memcached-hook %s (commit %s, %s)\n", version, commit, runtime.Version())
 		return nil
 	}
 	if err != nil {
@@ -161,6 +185,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			now:                time.Now,
 			ready:              func() bool { return !shuttingDown.Load() },
 			maxConcurrentCalls: cfg.maxConcurrentCalls,
+			maxQueuedCalls:     cfg.maxQueuedCalls,
 			queueTimeout:       cfg.queueTimeout,
 			metrics:            m,
 			auth:               auth,
@@ -191,7 +216,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		serveErr <- srv.Serve(ln)
 	}()
-	logger.Info("listening", "address", ln.Addr().String(), "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+	logger.Info("listening", "address", ln.Addr().String(), "version", version, "commit", commit, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
 		"auth", authMode(cfg), "max_request_bytes", cfg.maxRequestBytes, "max_concurrent_calls", cfg.maxConcurrentCalls)
 
 	select {

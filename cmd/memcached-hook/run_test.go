@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	gosync "sync"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // env returns a getenv that knows only vars.
@@ -19,7 +21,7 @@ func env(vars map[string]string) func(string) string {
 
 // lockedBuffer is a bytes.Buffer that goroutines may share.
 type lockedBuffer struct {
-	mu  gosync.Mutex
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
@@ -248,7 +250,7 @@ func TestRunConfigFromEnvironment(t *testing.T) {
 // nil. The 2 s delay leaves room for the three calls made in it on a loaded
 // CI machine.
 func TestRunServesAndShutsDownGracefully(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
 	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=2s", "--shutdown-timeout=5s"}, nil)
 	base := "http://" + h.addr
 	client := &http.Client{Transport: &http.Transport{}}

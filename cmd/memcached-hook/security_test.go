@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // serveTLS serves handler over HTTPS on a loopback port with tlsConfig
@@ -45,8 +47,8 @@ func tlsClient(roots *x509.CertPool, cert ...tls.Certificate) *http.Client {
 func writeCertFiles(t *testing.T, dir string, certPEM, keyPEM []byte) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeFileAtomic(t, certFile, certPEM)
-	writeFileAtomic(t, keyFile, keyPEM)
+	testutil.WriteFileAtomic(t, certFile, certPEM)
+	testutil.WriteFileAtomic(t, keyFile, keyPEM)
 	return certFile, keyFile
 }
 
@@ -71,9 +73,9 @@ func servedSerial(t *testing.T, client *http.Client, base string) int64 {
 // handshake on without a restart; and that files that do not parse keep
 // the last good certificate.
 func TestTLSServesAndReloadsCertificate(t *testing.T) {
-	ca := newTestCA(t, "hook CA")
+	ca := testutil.NewCA(t, "hook CA")
 	dir := t.TempDir()
-	certPEM, keyPEM := ca.issue(t, "hook one")
+	certPEM, keyPEM := ca.Issue(t, "hook one")
 	certFile, keyFile := writeCertFiles(t, dir, certPEM, keyPEM)
 	sink := newLogSink()
 	logger := slog.New(slog.NewJSONHandler(sink, nil))
@@ -82,17 +84,17 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serveTLS(t, newServer(logger, serverOptions{maxRequestBytes: 1 << 20, now: time.Now, ready: func() bool { return true }}), cfg)
-	client := tlsClient(ca.pool())
+	client := tlsClient(ca.Pool())
 
 	first := servedSerial(t, client, base)
-	certPEM, keyPEM = ca.issue(t, "hook two")
+	certPEM, keyPEM = ca.Issue(t, "hook two")
 	writeCertFiles(t, dir, certPEM, keyPEM)
 	second := servedSerial(t, client, base)
 	if second == first {
 		t.Errorf("after rotation the hook still serves certificate %d", first)
 	}
 
-	writeFileAtomic(t, keyFile, []byte("not a key"))
+	testutil.WriteFileAtomic(t, keyFile, []byte("not a key"))
 	if got := servedSerial(t, client, base); got != second {
 		t.Errorf("with a broken key file the hook serves certificate %d, want the last good one, %d", got, second)
 	}
@@ -100,7 +102,7 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 		t.Errorf("a failed reload was not logged:\n%s", sink.String())
 	}
 
-	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool(), MaxVersion: tls.VersionTLS11}}}
+	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS11}}}
 	if resp, err := old.Get(base + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Errorf("a TLS 1.1 client was served, want the handshake refused")
@@ -112,13 +114,13 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 // certificate of another CA fails the handshake, health checks and metrics
 // need none, and a rotated CA file takes effect without a restart.
 func TestClientCertificates(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
-	serverCA, clientCA, otherCA := newTestCA(t, "server CA"), newTestCA(t, "client CA"), newTestCA(t, "other CA")
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
+	serverCA, clientCA, otherCA := testutil.NewCA(t, "server CA"), testutil.NewCA(t, "client CA"), testutil.NewCA(t, "other CA")
 	dir := t.TempDir()
-	certPEM, keyPEM := serverCA.issue(t, "hook")
+	certPEM, keyPEM := serverCA.Issue(t, "hook")
 	certFile, keyFile := writeCertFiles(t, dir, certPEM, keyPEM)
 	caFile := filepath.Join(dir, "ca.crt")
-	writeFileAtomic(t, caFile, clientCA.certPEM)
+	testutil.WriteFileAtomic(t, caFile, clientCA.PEM)
 
 	logger := slog.New(slog.DiscardHandler)
 	cfg, err := newTLSConfig(logger, certFile, keyFile, caFile)
@@ -132,9 +134,9 @@ func TestClientCertificates(t *testing.T) {
 	}
 	base := serveTLS(t, newServer(logger, serverOptions{maxRequestBytes: 32 << 20, now: func() time.Time { return fixedNow }, ready: func() bool { return true }, metrics: m, auth: auth}), cfg)
 
-	noCert := tlsClient(serverCA.pool())
-	good := tlsClient(serverCA.pool(), clientCA.clientCert(t, "metacontroller"))
-	other := tlsClient(serverCA.pool(), otherCA.clientCert(t, "intruder"))
+	noCert := tlsClient(serverCA.Pool())
+	good := tlsClient(serverCA.Pool(), clientCA.ClientCert(t, "metacontroller"))
+	other := tlsClient(serverCA.Pool(), otherCA.ClientCert(t, "intruder"))
 
 	res := post(t, noCert, base+"/sync", body)
 	if res.status != http.StatusUnauthorized {
@@ -153,7 +155,7 @@ func TestClientCertificates(t *testing.T) {
 		t.Errorf("a client certificate of another CA was accepted, want the handshake refused")
 	}
 
-	writeFileAtomic(t, caFile, otherCA.certPEM)
+	testutil.WriteFileAtomic(t, caFile, otherCA.PEM)
 	decodeSyncAnswer(t, post(t, other, base+"/sync", body))
 	if _, err := good.Post(base+"/sync", "application/json", strings.NewReader(string(body))); err == nil {
 		t.Errorf("after the CA file changed, a certificate of the old CA was still accepted")
@@ -174,14 +176,14 @@ func TestClientCertificates(t *testing.T) {
 // stay open; and credentials rotated in their files take effect without a
 // restart.
 func TestHeaderAuth(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	userFile, passFile := filepath.Join(dir, "username"), filepath.Join(dir, "password")
 	// As a Secret written by hand often is: with a final newline.
-	writeFileAtomic(t, tokenFile, []byte("s3cret-token\n"))
-	writeFileAtomic(t, userFile, []byte("metacontroller"))
-	writeFileAtomic(t, passFile, []byte("pa:ss word\n"))
+	testutil.WriteFileAtomic(t, tokenFile, []byte("s3cret-token\n"))
+	testutil.WriteFileAtomic(t, userFile, []byte("metacontroller"))
+	testutil.WriteFileAtomic(t, passFile, []byte("pa:ss word\n"))
 
 	bearer := func(tok string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
@@ -206,11 +208,11 @@ func TestHeaderAuth(t *testing.T) {
 		{name: "bearer: Basic sent instead", cfg: authConfig{tokenFile: tokenFile}, setAuth: basic("metacontroller", "s3cret-token"), wantStatus: 401, wantReason: authWrongScheme, wantWWW: `Bearer realm="memcached-hook"`},
 		{
 			name: "bearer: rotated token accepted", cfg: authConfig{tokenFile: tokenFile}, setAuth: bearer("new-token"), wantStatus: 200,
-			rotate: func(t *testing.T) { writeFileAtomic(t, tokenFile, []byte("new-token\n")) },
+			rotate: func(t *testing.T) { testutil.WriteFileAtomic(t, tokenFile, []byte("new-token\n")) },
 		},
 		{
 			name: "bearer: old token refused after rotation", cfg: authConfig{tokenFile: tokenFile}, setAuth: bearer("s3cret-token"), wantStatus: 401, wantReason: authWrong, wantWWW: `Bearer realm="memcached-hook"`,
-			rotate: func(t *testing.T) { writeFileAtomic(t, tokenFile, []byte("new-token\n")) },
+			rotate: func(t *testing.T) { testutil.WriteFileAtomic(t, tokenFile, []byte("new-token\n")) },
 		},
 		{name: "basic: right credentials", cfg: authConfig{basicUserFile: userFile, basicPassFile: passFile}, setAuth: basic("metacontroller", "pa:ss word"), wantStatus: 200},
 		{name: "basic: no Authorization", cfg: authConfig{basicUserFile: userFile, basicPassFile: passFile}, wantStatus: 401, wantReason: authMissing, wantWWW: `Basic realm="memcached-hook", charset="UTF-8"`},
@@ -219,14 +221,14 @@ func TestHeaderAuth(t *testing.T) {
 		{name: "basic: bearer sent instead", cfg: authConfig{basicUserFile: userFile, basicPassFile: passFile}, setAuth: bearer("pa:ss word"), wantStatus: 401, wantReason: authWrongScheme, wantWWW: `Basic realm="memcached-hook", charset="UTF-8"`},
 		{
 			name: "basic: rotated password accepted", cfg: authConfig{basicUserFile: userFile, basicPassFile: passFile}, setAuth: basic("metacontroller", "rotated"), wantStatus: 200,
-			rotate: func(t *testing.T) { writeFileAtomic(t, passFile, []byte("rotated")) },
+			rotate: func(t *testing.T) { testutil.WriteFileAtomic(t, passFile, []byte("rotated")) },
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Each case starts from the original files.
-			writeFileAtomic(t, tokenFile, []byte("s3cret-token\n"))
-			writeFileAtomic(t, passFile, []byte("pa:ss word\n"))
+			testutil.WriteFileAtomic(t, tokenFile, []byte("s3cret-token\n"))
+			testutil.WriteFileAtomic(t, passFile, []byte("pa:ss word\n"))
 			m := newMetrics()
 			auth, err := newAuthenticator(tt.cfg, slog.New(slog.DiscardHandler), m)
 			if err != nil {
@@ -327,20 +329,20 @@ func TestAuthFilesRefused(t *testing.T) {
 // bearer token. A call with both credentials is answered; one missing
 // either gets 401; probes need neither.
 func TestRunWithTLSAndAuth(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
-	serverCA, clientCA := newTestCA(t, "server CA"), newTestCA(t, "client CA")
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
+	serverCA, clientCA := testutil.NewCA(t, "server CA"), testutil.NewCA(t, "client CA")
 	dir := t.TempDir()
-	certPEM, keyPEM := serverCA.issue(t, "hook")
+	certPEM, keyPEM := serverCA.Issue(t, "hook")
 	certFile, keyFile := writeCertFiles(t, dir, certPEM, keyPEM)
 	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
-	writeFileAtomic(t, caFile, clientCA.certPEM)
-	writeFileAtomic(t, tokenFile, []byte("tok\n"))
+	testutil.WriteFileAtomic(t, caFile, clientCA.PEM)
+	testutil.WriteFileAtomic(t, tokenFile, []byte("tok\n"))
 
 	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=0s",
 		"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--client-ca-file=" + caFile, "--auth-token-file=" + tokenFile}, nil)
 	base := "https://" + h.addr
-	withCert := tlsClient(serverCA.pool(), clientCA.clientCert(t, "metacontroller"))
-	noCert := tlsClient(serverCA.pool())
+	withCert := tlsClient(serverCA.Pool(), clientCA.ClientCert(t, "metacontroller"))
+	noCert := tlsClient(serverCA.Pool())
 
 	call := func(client *http.Client, token string) result {
 		t.Helper()

@@ -10,117 +10,25 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	gosync "sync"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
+	"github.com/example/memcached-operator/test/testutil"
 	"github.com/google/go-cmp/cmp"
 )
-
-// capturesDir holds the hook calls a real Metacontroller sent, one file per
-// call, under v1/ and v2/ for the two hook versions.
-const capturesDir = "../../sync/testdata/captures"
 
 // fixedNow is the clock every test server runs on, so that answers do not
 // depend on when the test runs.
 var fixedNow = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
 
-// capture is one recorded hook call: where it was sent and its body.
-type capture struct {
-	// Name is the file's path under capturesDir without ".json", such as
-	// "v2/0005-sync".
-	Name    string            `json:"-"`
-	Path    string            `json:"path"`
-	Headers map[string]string `json:"headers"`
-	Request json.RawMessage   `json:"request"`
-}
-
-// loadCaptures reads every capture, v1 and v2, in name order.
-func loadCaptures(t testing.TB) []capture {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(capturesDir, "*", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no captures under %s", capturesDir)
-	}
-	slices.Sort(files)
-	var out []capture
-	for _, f := range files {
-		rel, err := filepath.Rel(capturesDir, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, loadCapture(t, strings.TrimSuffix(filepath.ToSlash(rel), ".json")))
-	}
-	return out
-}
-
-// loadCapture reads one capture by name, such as "v2/0005-sync".
-func loadCapture(t testing.TB, name string) capture {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(capturesDir, filepath.FromSlash(name)+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c capture
-	if err := json.Unmarshal(b, &c); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	c.Name = name
-	return c
-}
-
-// object decodes a JSON object into a generic map, failing the test if it is
-// anything else.
-func object(t *testing.T, b []byte) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("decoding %.200s: %v", b, err)
-	}
-	if m == nil {
-		t.Fatalf("got %.200s, want a JSON object", b)
-	}
-	return m
-}
-
-// edit decodes a JSON object, lets f change it and encodes it again.
-func edit(t *testing.T, b []byte, f func(m map[string]any)) []byte {
-	t.Helper()
-	m := object(t, b)
-	f(m)
-	out, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// dig walks a generic JSON value along keys, returning nil where a key is
-// missing.
-func dig(v any, keys ...string) any {
-	for _, k := range keys {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
-
 // logSink is an io.Writer for a logger that goroutines may share. It keeps
 // everything written and wakes waitFor whenever a write arrives.
 type logSink struct {
-	mu      gosync.Mutex
+	mu      sync.Mutex
 	buf     bytes.Buffer
 	changed chan struct{}
 }
@@ -309,20 +217,6 @@ type customizeAnswer struct {
 	RelatedResources *[]json.RawMessage `json:"relatedResources"`
 }
 
-// strictDecode decodes b into v the way hook v2 does: unknown fields fail,
-// and so does anything after the value.
-func strictDecode(t *testing.T, b []byte, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("strict decoding of the answer: %v\n%.500s", err, b)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("answer has data after its value (err %v)", err)
-	}
-}
-
 // decodeSyncAnswer checks a sync or finalize answer as hook v2 would and
 // returns it. Children must be a list, never null or missing, and each child
 // must name its kind, apiVersion and name.
@@ -334,7 +228,7 @@ func decodeSyncAnswer(t *testing.T, res result) syncAnswer {
 	checkJSONContentType(t, res)
 	topLevelKeys(t, res.body, "status", "children", "resyncAfterSeconds", "finalized")
 	var a syncAnswer
-	strictDecode(t, res.body, &a)
+	testutil.StrictDecode(t, res.body, &a)
 	if a.Children == nil {
 		t.Fatalf("answer's children is null or missing, which deletes every child: %.500s", res.body)
 	}
@@ -342,13 +236,13 @@ func decodeSyncAnswer(t *testing.T, res result) syncAnswer {
 		t.Errorf("answer has no status: %.500s", res.body)
 	}
 	for i, c := range *a.Children {
-		m := object(t, c)
+		m := testutil.DecodeObject(t, c)
 		for _, k := range []string{"kind", "apiVersion"} {
 			if s, _ := m[k].(string); s == "" {
 				t.Errorf("children[%d] has no %s, which fails the whole call: %.300s", i, k, c)
 			}
 		}
-		if s, _ := dig(m, "metadata", "name").(string); s == "" {
+		if s, _ := testutil.At(m, "metadata", "name").(string); s == "" {
 			t.Errorf("children[%d] has no metadata.name: %.300s", i, c)
 		}
 	}
@@ -364,7 +258,7 @@ func decodeErrorAnswer(t *testing.T, res result) string {
 	var e struct {
 		Error string `json:"error"`
 	}
-	strictDecode(t, res.body, &e)
+	testutil.StrictDecode(t, res.body, &e)
 	if e.Error == "" {
 		t.Errorf("error answer has an empty message: %s", res.body)
 	}
@@ -376,7 +270,7 @@ func childrenOfKind(t *testing.T, a syncAnswer, apiVersion, kind string) []map[s
 	t.Helper()
 	var out []map[string]any
 	for _, c := range *a.Children {
-		m := object(t, c)
+		m := testutil.DecodeObject(t, c)
 		if m["apiVersion"] == apiVersion && m["kind"] == kind {
 			out = append(out, m)
 		}
@@ -388,12 +282,12 @@ func childrenOfKind(t *testing.T, a syncAnswer, apiVersion, kind string) []map[s
 // being deleted, sorted: what status.nodes should list.
 func livePodNames(req map[string]any) []string {
 	names := []string{}
-	pods, _ := dig(req, "related", "Pod.v1").(map[string]any)
+	pods, _ := testutil.At(req, "related", "Pod.v1").(map[string]any)
 	for _, p := range pods {
-		if dig(p, "metadata", "deletionTimestamp") != nil {
+		if testutil.At(p, "metadata", "deletionTimestamp") != nil {
 			continue
 		}
-		names = append(names, dig(p, "metadata", "name").(string))
+		names = append(names, testutil.At(p, "metadata", "name").(string))
 	}
 	slices.Sort(names)
 	return names
@@ -416,12 +310,12 @@ func observedChildren(req map[string]any) int {
 func TestHookAnswersCaptures(t *testing.T) {
 	srv, _ := newTestServer(t, serverOptions{})
 	client := srv.Client()
-	for _, c := range loadCaptures(t) {
+	for _, c := range testutil.Captures(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			if got := c.Headers["Content-Type"]; got != "application/json" {
 				t.Fatalf("capture's Content-Type = %q, want application/json", got)
 			}
-			req := object(t, c.Request)
+			req := testutil.DecodeObject(t, c.Request)
 			res := post(t, client, srv.URL+c.Path, c.Request)
 			again := post(t, client, srv.URL+c.Path, c.Request)
 			if !bytes.Equal(again.body, res.body) {
@@ -452,7 +346,7 @@ func checkCustomizeAnswer(t *testing.T, req map[string]any, res result) {
 	checkJSONContentType(t, res)
 	topLevelKeys(t, res.body, "relatedResources")
 	var a customizeAnswer
-	strictDecode(t, res.body, &a)
+	testutil.StrictDecode(t, res.body, &a)
 	if a.RelatedResources == nil {
 		t.Fatalf("relatedResources is null or missing: %s", res.body)
 	}
@@ -463,10 +357,10 @@ func checkCustomizeAnswer(t *testing.T, req map[string]any, res result) {
 	want := map[string]any{"relatedResources": []any{map[string]any{
 		"apiVersion": "v1",
 		"resource":   "pods",
-		"namespace":  dig(req, "parent", "metadata", "namespace"),
+		"namespace":  testutil.At(req, "parent", "metadata", "namespace"),
 		"labelSelector": map[string]any{"matchLabels": map[string]any{
 			"app.kubernetes.io/name":     "memcached",
-			"app.kubernetes.io/instance": dig(req, "parent", "metadata", "name"),
+			"app.kubernetes.io/instance": testutil.At(req, "parent", "metadata", "name"),
 		}},
 	}}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -486,7 +380,7 @@ func checkSyncAnswer(t *testing.T, req map[string]any, res result) {
 	if len(deployments) != 1 {
 		t.Fatalf("answer has %d Deployments, want 1: %s", len(deployments), res.body)
 	}
-	if got, want := dig(deployments[0], "spec", "replicas"), dig(req, "parent", "spec", "size"); got != want {
+	if got, want := testutil.At(deployments[0], "spec", "replicas"), testutil.At(req, "parent", "spec", "size"); got != want {
 		t.Errorf("Deployment spec.replicas = %v, want the parent's spec.size %v", got, want)
 	}
 	var st struct {
@@ -520,7 +414,7 @@ func checkFinalizeAnswer(t *testing.T, req map[string]any, res result) {
 // TestHookAcceptsJSONMediaTypes checks that parameters and case in the
 // Content-Type do not turn a JSON request away.
 func TestHookAcceptsJSONMediaTypes(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
 	srv, _ := newTestServer(t, serverOptions{})
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON"} {
 		t.Run(ct, func(t *testing.T) {
@@ -533,7 +427,7 @@ func TestHookAcceptsJSONMediaTypes(t *testing.T) {
 // TestRequestSizeLimit checks that the limit is inclusive: a body of exactly
 // maxRequestBytes is answered, one byte more is refused with 413.
 func TestRequestSizeLimit(t *testing.T) {
-	body := loadCapture(t, "v2/0005-sync").Request
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
 	size := int64(len(body))
 	tests := []struct {
 		name       string
@@ -559,17 +453,17 @@ func TestRequestSizeLimit(t *testing.T) {
 // answer safely gets a 4xx (which Metacontroller treats as "change nothing")
 // and a JSON error that names the problem.
 func TestHookRejectsBadRequests(t *testing.T) {
-	valid := loadCapture(t, "v2/0005-sync").Request
-	validCustomize := loadCapture(t, "v2/0001-customize").Request
+	valid := testutil.LoadCapture(t, "v2/0005-sync.json").Request
+	validCustomize := testutil.LoadCapture(t, "v2/0001-customize.json").Request
 	without := func(keys ...string) []byte {
-		return edit(t, valid, func(m map[string]any) {
+		return testutil.Edit(t, valid, func(m map[string]any) {
 			for _, k := range keys {
 				delete(m, k)
 			}
 		})
 	}
 	withParent := func(field, value string) []byte {
-		return edit(t, valid, func(m map[string]any) { m["parent"].(map[string]any)[field] = value })
+		return testutil.Edit(t, valid, func(m map[string]any) { m["parent"].(map[string]any)[field] = value })
 	}
 
 	tests := []struct {
@@ -590,32 +484,32 @@ func TestHookRejectsBadRequests(t *testing.T) {
 		{name: "JSON number", body: []byte(`42`), wantStatus: 400, wantError: "got a JSON number, want an object"},
 		{name: "empty body", body: []byte{}, wantStatus: 400, wantError: "request body is empty"},
 		{name: "blank body", body: []byte(" \n\t"), wantStatus: 400, wantError: "request body is empty"},
-		{name: "null body", body: []byte(`null`), wantStatus: 400, wantError: "no parent"},
-		{name: "empty object", body: []byte(`{}`), wantStatus: 400, wantError: "no parent"},
+		{name: "null body", body: []byte(`null`), wantStatus: 400, wantError: "parent: missing"},
+		{name: "empty object", body: []byte(`{}`), wantStatus: 400, wantError: "parent: missing"},
 		{name: "text/plain", contentType: "text/plain", body: valid, wantStatus: 415, wantError: `Content-Type is "text/plain", want application/json`},
 		{name: "missing Content-Type", contentType: "-", body: valid, wantStatus: 415, wantError: `Content-Type is "", want application/json`},
 		{name: "JSON-like media type", contentType: "application/merge-patch+json", body: valid, wantStatus: 415, wantError: "want application/json"},
-		{name: "missing parent", body: without("parent"), wantStatus: 400, wantError: "request has no parent"},
-		{name: "null parent", body: edit(t, valid, func(m map[string]any) { m["parent"] = nil }), wantStatus: 400, wantError: "request has no parent"},
-		{name: "parent of kind Foo", body: withParent("kind", "Foo"), wantStatus: 400, wantError: `parent is Foo`},
-		{name: "parent of another version", body: withParent("apiVersion", "cache.example.com/v1"), wantStatus: 400, wantError: `"cache.example.com/v1", want Memcached "cache.example.com/v1alpha1"`},
-		{name: "parent without name", body: edit(t, valid, func(m map[string]any) {
+		{name: "missing parent", body: without("parent"), wantStatus: 400, wantError: "parent: missing"},
+		{name: "null parent", body: testutil.Edit(t, valid, func(m map[string]any) { m["parent"] = nil }), wantStatus: 400, wantError: "parent: missing"},
+		{name: "parent of kind Foo", body: withParent("kind", "Foo"), wantStatus: 400, wantError: `and kind "Foo"`},
+		{name: "parent of another version", body: withParent("apiVersion", "cache.example.com/v1"), wantStatus: 400, wantError: `got apiVersion "cache.example.com/v1" and kind "Memcached", want "cache.example.com/v1alpha1" and "Memcached"`},
+		{name: "parent without name", body: testutil.Edit(t, valid, func(m map[string]any) {
 			delete(m["parent"].(map[string]any)["metadata"].(map[string]any), "name")
-		}), wantStatus: 400, wantError: "no metadata.name"},
-		{name: "missing children map", body: without("children"), wantStatus: 400, wantError: "no children map"},
-		{name: "null children map", body: edit(t, valid, func(m map[string]any) { m["children"] = nil }), wantStatus: 400, wantError: "no children map"},
-		{name: "children without Deployment.apps/v1", body: edit(t, valid, func(m map[string]any) {
+		}), wantStatus: 400, wantError: "parent.metadata.name: missing"},
+		{name: "missing children map", body: without("children"), wantStatus: 400, wantError: "children: missing"},
+		{name: "null children map", body: testutil.Edit(t, valid, func(m map[string]any) { m["children"] = nil }), wantStatus: 400, wantError: "children: missing"},
+		{name: "children without Deployment.apps/v1", body: testutil.Edit(t, valid, func(m map[string]any) {
 			m["children"] = map[string]any{"Service.v1": map[string]any{}}
 		}), wantStatus: 400, wantError: `no "Deployment.apps/v1" entry`},
-		{name: "finalize without children map", path: "/finalize", body: without("children"), wantStatus: 400, wantError: "no children map"},
+		{name: "finalize without children map", path: "/finalize", body: without("children"), wantStatus: 400, wantError: "children: missing"},
 		{name: "body over the limit", body: valid, maxRequestBytes: 1024, wantStatus: 413, wantError: "larger than 1024 bytes"},
 		{name: "customize body over the limit", path: "/customize", body: validCustomize, maxRequestBytes: 1024, wantStatus: 413, wantError: "larger than 1024 bytes"},
-		{name: "finalizing is a string", body: edit(t, valid, func(m map[string]any) { m["finalizing"] = "yes" }), wantStatus: 400, wantError: `field "finalizing": got a JSON string`},
-		{name: "children is a list", body: edit(t, valid, func(m map[string]any) { m["children"] = []any{} }), wantStatus: 400, wantError: `field "children": got a JSON array`},
-		{name: "customize without parent", path: "/customize", body: []byte(`{"controller": {}}`), wantStatus: 400, wantError: "request has no parent"},
-		{name: "customize parent of kind Foo", path: "/customize", body: edit(t, validCustomize, func(m map[string]any) {
+		{name: "finalizing is a string", body: testutil.Edit(t, valid, func(m map[string]any) { m["finalizing"] = "yes" }), wantStatus: 400, wantError: `finalizing: got a JSON string, want a boolean`},
+		{name: "children is a list", body: testutil.Edit(t, valid, func(m map[string]any) { m["children"] = []any{} }), wantStatus: 400, wantError: `children: got a JSON array, want an object`},
+		{name: "customize without parent", path: "/customize", body: []byte(`{"controller": {}}`), wantStatus: 400, wantError: "parent: missing"},
+		{name: "customize parent of kind Foo", path: "/customize", body: testutil.Edit(t, validCustomize, func(m map[string]any) {
 			m["parent"].(map[string]any)["kind"] = "Foo"
-		}), wantStatus: 400, wantError: "parent is Foo"},
+		}), wantStatus: 400, wantError: `parent: got apiVersion "cache.example.com/v1alpha1" and kind "Foo"`},
 		{name: "customize text/plain", path: "/customize", contentType: "text/plain", body: validCustomize, wantStatus: 415, wantError: "want application/json"},
 		{name: "unknown path", path: "/nope", body: valid, wantStatus: 404, wantError: `no such path "/nope"`},
 		{name: "GET /sync", method: http.MethodGet, wantStatus: 405, wantError: "method GET is not allowed on /sync", wantAllow: "POST"},
@@ -666,18 +560,18 @@ func TestSyncKeepsChildrenOnInvalidSpec(t *testing.T) {
 		spec        any
 		wantMessage string
 	}{
-		{name: "negative size", capture: "v2/0005-sync", spec: map[string]any{"size": -1}, wantMessage: "spec.size: -1 is out of range"},
-		{name: "size too large, hook v1", capture: "v1/0010-sync", spec: map[string]any{"size": 1001}, wantMessage: "spec.size: 1001 is out of range"},
-		{name: "size of the wrong type", capture: "v2/0005-sync", spec: map[string]any{"size": "three"}, wantMessage: "spec.size: got a JSON string, want an integer"},
-		{name: "spec not an object", capture: "v2/0005-sync", spec: "big", wantMessage: "spec: got a JSON string, want an object"},
-		{name: "several problems", capture: "v2/0013-sync", spec: map[string]any{"size": -1, "memcached": map[string]any{"threads": 0}}, wantMessage: "spec.size: -1 is out of range, want 0 to 1000; spec.memcached.threads: 0 is out of range"},
+		{name: "negative size", capture: "v2/0005-sync.json", spec: map[string]any{"size": -1}, wantMessage: "spec.size: Invalid value: -1: must be from 0 to 1000"},
+		{name: "size too large, hook v1", capture: "v1/0010-sync.json", spec: map[string]any{"size": 1001}, wantMessage: "spec.size: Invalid value: 1001: must be from 0 to 1000"},
+		{name: "size of the wrong type", capture: "v2/0005-sync.json", spec: map[string]any{"size": "three"}, wantMessage: "spec.size: got a JSON string, want an integer"},
+		{name: "spec not an object", capture: "v2/0005-sync.json", spec: "big", wantMessage: "spec: got a JSON string, want an object"},
+		{name: "several problems", capture: "v2/0013-sync.json", spec: map[string]any{"size": -1, "memcached": map[string]any{"threads": 0}}, wantMessage: "spec.size: Invalid value: -1: must be from 0 to 1000; spec.memcached.threads: Invalid value: 0: must be from 1 to 64"},
 	}
 	srv, _ := newTestServer(t, serverOptions{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := loadCapture(t, tt.capture)
-			body := edit(t, c.Request, func(m map[string]any) { m["parent"].(map[string]any)["spec"] = tt.spec })
-			req := object(t, body)
+			c := testutil.LoadCapture(t, tt.capture)
+			body := testutil.Edit(t, c.Request, func(m map[string]any) { m["parent"].(map[string]any)["spec"] = tt.spec })
+			req := testutil.DecodeObject(t, body)
 			res := post(t, srv.Client(), srv.URL+"/sync", body)
 			a := decodeSyncAnswer(t, res)
 
@@ -688,11 +582,11 @@ func TestSyncKeepsChildrenOnInvalidSpec(t *testing.T) {
 			for _, kind := range slices.Sorted(maps.Keys(children)) {
 				objs := children[kind].(map[string]any)
 				for _, key := range slices.Sorted(maps.Keys(objs)) {
-					last, _ := dig(objs[key], "metadata", "annotations", "metacontroller.k8s.io/last-applied-configuration").(string)
+					last, _ := testutil.At(objs[key], "metadata", "annotations", "metacontroller.k8s.io/last-applied-configuration").(string)
 					if last == "" {
 						t.Fatalf("capture's child %s %s has no last-applied configuration", kind, key)
 					}
-					want = append(want, object(t, []byte(last)))
+					want = append(want, testutil.DecodeObject(t, []byte(last)))
 				}
 			}
 			if len(want) == 0 {
@@ -700,7 +594,7 @@ func TestSyncKeepsChildrenOnInvalidSpec(t *testing.T) {
 			}
 			var got []any
 			for _, c := range *a.Children {
-				got = append(got, object(t, c))
+				got = append(got, testutil.DecodeObject(t, c))
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("children mismatch (-want +got):\n%s", diff)
@@ -742,17 +636,17 @@ func TestFinalizeRoute(t *testing.T) {
 		finalizing    bool
 		wantFinalized bool
 	}{
-		{name: "Deployment observed, hook v2", capture: "v2/0005-sync", path: "/finalize", wantFinalized: false},
-		{name: "Deployment observed, hook v1", capture: "v1/0003-sync", path: "/finalize", wantFinalized: false},
-		{name: "nothing observed, hook v2", capture: "v2/0002-sync", path: "/finalize", wantFinalized: true},
-		{name: "nothing observed, hook v1", capture: "v1/0002-sync", path: "/finalize", wantFinalized: true},
-		{name: "finalizing sent to /sync", capture: "v2/0005-sync", path: "/sync", finalizing: true, wantFinalized: false},
-		{name: "finalizing sent to /sync, nothing observed", capture: "v2/0002-sync", path: "/sync", finalizing: true, wantFinalized: true},
+		{name: "Deployment observed, hook v2", capture: "v2/0005-sync.json", path: "/finalize", wantFinalized: false},
+		{name: "Deployment observed, hook v1", capture: "v1/0003-sync.json", path: "/finalize", wantFinalized: false},
+		{name: "nothing observed, hook v2", capture: "v2/0002-sync.json", path: "/finalize", wantFinalized: true},
+		{name: "nothing observed, hook v1", capture: "v1/0002-sync.json", path: "/finalize", wantFinalized: true},
+		{name: "finalizing sent to /sync", capture: "v2/0005-sync.json", path: "/sync", finalizing: true, wantFinalized: false},
+		{name: "finalizing sent to /sync, nothing observed", capture: "v2/0002-sync.json", path: "/sync", finalizing: true, wantFinalized: true},
 	}
 	srv, _ := newTestServer(t, serverOptions{})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := edit(t, loadCapture(t, tt.capture).Request, func(m map[string]any) { m["finalizing"] = tt.finalizing })
+			body := testutil.Edit(t, testutil.LoadCapture(t, tt.capture).Request, func(m map[string]any) { m["finalizing"] = tt.finalizing })
 			res := post(t, srv.Client(), srv.URL+tt.path, body)
 			a := decodeSyncAnswer(t, res)
 			if len(*a.Children) != 0 {
@@ -765,99 +659,73 @@ func TestFinalizeRoute(t *testing.T) {
 	}
 }
 
-// TestRecoverPanics checks that a panicking call gets a JSON 500, is logged
-// with its panic value, and leaves the server serving; and that
-// http.ErrAbortHandler still aborts the connection, as net/http documents.
-// It checks the middleware alone and as routes installs it for every route.
+// TestRecoverPanics checks that a hook call that panics gets a JSON 500, is
+// logged with its panic value and stack and counted as a 500, and leaves
+// the server serving; and that http.ErrAbortHandler still aborts the
+// connection, as net/http documents. The panic comes from the clock, the
+// one thing a test can make a real hook call run that it controls.
 func TestRecoverPanics(t *testing.T) {
-	tests := []struct {
-		name  string
-		serve func(logger *slog.Logger, h http.Handler) http.Handler
-	}{
-		{
-			name: "recoverPanics alone",
-			serve: func(logger *slog.Logger, h http.Handler) http.Handler {
-				return recoverPanics(logger)(h)
-			},
+	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
+	var panicWith atomic.Pointer[any] // what the clock panics with; nil: it does not
+	panicOn := func(v any) { panicWith.Store(&v) }
+	sink := newLogSink()
+	m := newMetrics()
+	srv := httptest.NewServer(newServer(slog.New(slog.NewJSONHandler(sink, nil)), serverOptions{
+		maxRequestBytes: 1 << 20,
+		ready:           func() bool { return true },
+		metrics:         m,
+		now: func() time.Time {
+			if v := panicWith.Load(); v != nil {
+				panic(*v)
+			}
+			return fixedNow
 		},
-		{
-			name: "installed by routes",
-			serve: func(logger *slog.Logger, h http.Handler) http.Handler {
-				r := chi.NewRouter()
-				routes(r, logger, serverOptions{maxRequestBytes: 1 << 20, now: func() time.Time { return fixedNow }, ready: func() bool { return true }})
-				for _, path := range []string{"/panic", "/abort", "/fine"} {
-					r.Post(path, h.ServeHTTP)
-				}
-				return r
-			},
-		},
+	}))
+	defer srv.Close()
+
+	panicOn("boom: index out of range")
+	res := post(t, srv.Client(), srv.URL+"/sync", body)
+	if res.status != http.StatusInternalServerError {
+		t.Errorf("status = %d, want 500; body: %s", res.status, res.body)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sink := newLogSink()
-			logger := slog.New(slog.NewJSONHandler(sink, nil))
-			var calls atomic.Int32
-			handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				calls.Add(1)
-				switch r.URL.Path {
-				case "/panic":
-					panic("boom: index out of range")
-				case "/abort":
-					panic(http.ErrAbortHandler)
-				}
-				w.Header().Set("Content-Type", "application/json")
-				io.WriteString(w, `{"ok":true}`)
-			})
-			srv := httptest.NewServer(tt.serve(logger, handler))
-			defer srv.Close()
+	if got := decodeErrorAnswer(t, res); got != "Internal Server Error" {
+		t.Errorf("error = %q, want %q", got, "Internal Server Error")
+	}
+	if strings.Contains(string(res.body), "boom") {
+		t.Errorf("the answer leaks the panic value: %s", res.body)
+	}
 
-			res := post(t, srv.Client(), srv.URL+"/panic", []byte(`{}`))
-			if res.status != http.StatusInternalServerError {
-				t.Errorf("status = %d, want 500; body: %s", res.status, res.body)
-			}
-			if got, want := decodeErrorAnswer(t, res), "internal error"; got != want {
-				t.Errorf("error = %q, want %q", got, want)
-			}
-			if strings.Contains(string(res.body), "boom") {
-				t.Errorf("the answer leaks the panic value: %s", res.body)
-			}
+	panicOn(http.ErrAbortHandler)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/sync", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		t.Errorf("panic(http.ErrAbortHandler): got status %d, want the connection aborted", resp.StatusCode)
+	}
 
-			res = post(t, srv.Client(), srv.URL+"/fine", []byte(`{}`))
-			if res.status != http.StatusOK || string(res.body) != `{"ok":true}` {
-				t.Errorf("after a panic: status %d body %s, want 200 {\"ok\":true}", res.status, res.body)
-			}
+	panicWith.Store(nil)
+	if res := post(t, srv.Client(), srv.URL+"/sync", body); res.status != http.StatusOK {
+		t.Errorf("after the panics: status %d, want 200", res.status)
+	}
+	if got := scrape(t, srv.Client(), srv.URL)[`memcached_hook_calls_total{code="500",hook="sync"}`]; got != 1 {
+		t.Errorf("calls answered 500 = %v, want 1", got)
+	}
 
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/abort", strings.NewReader(`{}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp, err := srv.Client().Do(req); err == nil {
-				resp.Body.Close()
-				t.Errorf("panic(http.ErrAbortHandler): got status %d, want the connection aborted", resp.StatusCode)
-			}
-
-			res = post(t, srv.Client(), srv.URL+"/fine", []byte(`{}`))
-			if res.status != http.StatusOK {
-				t.Errorf("after an aborted call: status %d, want 200", res.status)
-			}
-			if got := calls.Load(); got != 4 {
-				t.Errorf("handler ran %d times, want 4", got)
-			}
-
-			srv.Close() // waits for the handlers, and so for their log lines
-			var panics []map[string]any
-			for _, l := range sink.lines(t) {
-				if l["msg"] == "panic in hook call" {
-					panics = append(panics, l)
-				}
-			}
-			if len(panics) != 1 {
-				t.Fatalf("got %d panic log lines, want 1 (none for ErrAbortHandler):\n%s", len(panics), sink.String())
-			}
-			if l := panics[0]; l["level"] != "ERROR" || l["path"] != "/panic" || l["panic"] != "boom: index out of range" || !strings.Contains(fmt.Sprint(l["stack"]), "server_test.go") {
-				t.Errorf("panic log line = %v, want level ERROR, path /panic, the panic value and a stack naming this file", l)
-			}
-		})
+	srv.Close() // waits for the handlers, and so for their log lines
+	var panics []map[string]any
+	for _, l := range sink.lines(t) {
+		if l["msg"] == "panic in hook call" {
+			panics = append(panics, l)
+		}
+	}
+	if len(panics) != 1 {
+		t.Fatalf("got %d panic log lines, want 1 (none for ErrAbortHandler):\n%s", len(panics), sink.String())
+	}
+	if l := panics[0]; l["level"] != "ERROR" || l["path"] != "/sync" || l["panic"] != "boom: index out of range" || !strings.Contains(fmt.Sprint(l["stack"]), "server_test.go") {
+		t.Errorf("panic log line = %v, want level ERROR, path /sync, the panic value and a stack naming this file", l)
 	}
 }
 
@@ -893,11 +761,11 @@ func TestHealthAndReadiness(t *testing.T) {
 // TestCallLog checks that every hook call, answered or refused, logs exactly
 // one JSON line with what the call was about.
 func TestCallLog(t *testing.T) {
-	syncCapture := loadCapture(t, "v2/0005-sync")
-	v1Capture := loadCapture(t, "v1/0010-sync")
-	customizeCapture := loadCapture(t, "v2/0001-customize")
-	finalizeCapture := loadCapture(t, "v2/0042-finalize")
-	badKind := edit(t, syncCapture.Request, func(m map[string]any) { m["parent"].(map[string]any)["kind"] = "Foo" })
+	syncCapture := testutil.LoadCapture(t, "v2/0005-sync.json")
+	v1Capture := testutil.LoadCapture(t, "v1/0010-sync.json")
+	customizeCapture := testutil.LoadCapture(t, "v2/0001-customize.json")
+	finalizeCapture := testutil.LoadCapture(t, "v2/0042-finalize.json")
+	badKind := testutil.Edit(t, syncCapture.Request, func(m map[string]any) { m["parent"].(map[string]any)["kind"] = "Foo" })
 
 	tests := []struct {
 		name      string
@@ -925,7 +793,7 @@ func TestCallLog(t *testing.T) {
 		{
 			name: "refused: parent of another kind", path: "/sync", body: badKind,
 			want:      map[string]any{"level": "WARN", "msg": "hook call", "hook": "sync", "namespace": "cache", "name": "cache-a", "generation": 1.0, "children": 1.0, "pods": 3.0, "status": 400.0},
-			wantError: "parent is Foo",
+			wantError: `parent: got apiVersion "cache.example.com/v1alpha1" and kind "Foo"`,
 		},
 		{
 			name: "refused: malformed JSON", path: "/sync", body: []byte(`{"parent":`),

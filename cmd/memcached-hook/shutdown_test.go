@@ -3,37 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"slices"
-	gosync "sync"
+	"sync"
 	"syscall"
 	"testing"
-)
 
-// growPods copies a capture's first Pod until the request carries n Pods
-// and asks for n, so that each call takes a while to read and answer.
-func growPods(t *testing.T, body []byte, n int) []byte {
-	t.Helper()
-	return edit(t, body, func(m map[string]any) {
-		pods := dig(m, "related", "Pod.v1").(map[string]any)
-		first := pods[slices.Sorted(maps.Keys(pods))[0]]
-		tmpl := must(json.Marshal(first))
-		for i := len(pods); i < n; i++ {
-			p := object(t, tmpl)
-			name := fmt.Sprintf("cache-a-grown-%04d", i)
-			p["metadata"].(map[string]any)["name"] = name
-			pods["cache/"+name] = p
-		}
-		m["parent"].(map[string]any)["spec"].(map[string]any)["size"] = n
-	})
-}
+	"github.com/example/memcached-operator/test/testutil"
+)
 
 // callOutcome is how one call during shutdown ended.
 type callOutcome int
@@ -80,7 +61,7 @@ func shutdownCall(ctx context.Context, client *http.Client, url string, body []b
 		return broken, fmt.Sprintf("status %d: %.200s", resp.StatusCode, b)
 	}
 	var a syncAnswer
-	if err := strictDecodeErr(b, &a); err != nil || a.Children == nil {
+	if err := testutil.StrictDecodeErr(b, &a); err != nil || a.Children == nil {
 		return broken, fmt.Sprintf("incomplete 200 (%v): %.200s", err, b)
 	}
 	return answered, ""
@@ -99,19 +80,19 @@ func shutdownCall(ctx context.Context, client *http.Client, url string, body []b
 // nothing was answered, and Metacontroller retries.
 func TestShutdownUnderLoad(t *testing.T) {
 	const callers = 8
-	body := growPods(t, loadCapture(t, "v2/0005-sync").Request, 200)
+	body := testutil.BigRequest(t, 200)
 	h := startRun(t, []string{"--listen-address=127.0.0.1:0", "--shutdown-delay=1s", "--shutdown-timeout=20s", "--max-concurrent-calls=4", "--queue-timeout=20s"}, nil)
 	url := "http://" + h.addr + "/sync"
 
 	var (
-		mu               gosync.Mutex
+		mu               sync.Mutex
 		counts           = map[callOutcome]int{}
 		problems         []string
 		answeredDuringSD int
 		shutdownBegun    bool
 	)
 	warmedUp := make(chan struct{}, callers)
-	var wg gosync.WaitGroup
+	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
 			client := &http.Client{Transport: &http.Transport{}}
@@ -170,18 +151,4 @@ func TestShutdownUnderLoad(t *testing.T) {
 			t.Errorf("error logged: %v", l)
 		}
 	}
-}
-
-// strictDecodeErr is strictDecode returning its error, for goroutines
-// that may not fail the test themselves.
-func strictDecodeErr(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("data after the answer's value (%v)", err)
-	}
-	return nil
 }

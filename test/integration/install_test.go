@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 const ns = "integration"
@@ -137,19 +138,7 @@ func TestInstall(t *testing.T) {
 // Metacontroller would not rewrite it on every sync).
 func testHookAnswer(t *testing.T, c *kube.Cluster, hook string, name string) {
 	parent := getJSON(t, c, "memcached/"+name)
-	req := map[string]any{
-		"controller": map[string]any{},
-		"parent":     parent,
-		"children": map[string]any{
-			"Deployment.apps/v1":            map[string]any{},
-			"Service.v1":                    map[string]any{},
-			"PodDisruptionBudget.policy/v1": map[string]any{},
-			// As with the servicemonitor overlay.
-			"ServiceMonitor.monitoring.coreos.com/v1": map[string]any{},
-		},
-		"related":    map[string]any{"Pod.v1": map[string]any{}},
-		"finalizing": false,
-	}
+	req := testutil.FirstSync(parent)
 	var resp struct {
 		Status   map[string]any   `json:"status"`
 		Children []map[string]any `json:"children"`
@@ -254,7 +243,7 @@ func testInvalid(t *testing.T, c *kube.Cluster) {
 		{name: "size above bound", spec: `size: 1001`, want: []string{"spec.size", "less than or equal to 1000"}},
 		{name: "size as string", spec: `size: "3"`, want: []string{"spec.size", "integer"}},
 		{name: "empty image", spec: `image: ""`, want: []string{"spec.image", "at least 1 chars long"}},
-		{name: "image with space", spec: `image: "memcached 1.6"`, want: []string{"spec.image", "must not contain spaces"}},
+		{name: "image with space", spec: `image: "memcached 1.6"`, want: []string{"spec.image", "must not contain white space"}},
 		{name: "memory too small", spec: `memcached: {maxMemoryMB: 1}`, want: []string{"spec.memcached.maxMemoryMB", "greater than or equal to 2"}},
 		{name: "connections zero", spec: `memcached: {maxConnections: 0}`, want: []string{"spec.memcached.maxConnections"}},
 		{name: "threads above 64", spec: `memcached: {threads: 65}`, want: []string{"spec.memcached.threads", "less than or equal to 64"}},

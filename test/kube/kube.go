@@ -35,14 +35,12 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -54,6 +52,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Environment variables read by Start and Shared.
@@ -110,7 +110,7 @@ func Start(t testing.TB) *Cluster {
 	bins := lookupBinaries(t)
 	dir := t.TempDir()
 	began := time.Now()
-	c, err := start(bins, dir, t.Logf)
+	c, err := start(t, bins, dir)
 	// Cleanups run last-in first-out, so this runs before t.TempDir's
 	// removal: the processes are gone and the logs still there.
 	t.Cleanup(func() {
@@ -159,7 +159,7 @@ func Shared(t testing.TB) *Cluster {
 			shared.err = err
 		} else {
 			shared.dir = dir
-			shared.cluster, shared.err = start(bins, dir, t.Logf)
+			shared.cluster, shared.err = start(t, bins, dir)
 		}
 		if shared.err != nil {
 			if shared.cluster != nil {
@@ -238,24 +238,24 @@ func lookupBinaries(t testing.TB) binaries {
 // the API server is ready. It retries with new ports when a port was taken.
 // On error the returned cluster, if not nil, holds the stopped processes'
 // logs.
-func start(bins binaries, dir string, logf func(string, ...any)) (*Cluster, error) {
+func start(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 	var (
 		c   *Cluster
 		err error
 	)
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		c, err = startOnce(bins, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
+		c, err = startOnce(tb, bins, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
 		if err == nil || c == nil || !c.portConflict() || attempt == startAttempts {
 			return c, err
 		}
-		logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
+		tb.Logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
 		c.stop()
 	}
 	return c, err
 }
 
 // startOnce makes one attempt of start.
-func startOnce(bins binaries, dir string) (*Cluster, error) {
+func startOnce(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func startOnce(bins binaries, dir string) (*Cluster, error) {
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 
-	pki, err := writePKI(dir)
+	pki, err := writePKI(tb, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -596,66 +596,15 @@ type pkiFiles struct {
 
 // writePKI creates a CA, a serving certificate for the API server and a
 // service-account signing key pair under dir.
-func writePKI(dir string) (pkiFiles, error) {
+func writePKI(tb testing.TB, dir string) (pkiFiles, error) {
 	var files pkiFiles
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return files, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kube-test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return files, err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return files, err
-	}
-
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return files, err
-	}
-	servingTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default",
-			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		// 10.0.0.1 is the first address of serviceCIDR: the kubernetes
-		// Service's ClusterIP.
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, caCert, &servingKey.PublicKey, caKey)
-	if err != nil {
-		return files, err
-	}
+	ca := testutil.NewCA(tb, "kube-test-ca")
+	// 10.0.0.1 is the first address of serviceCIDR: the kubernetes
+	// Service's ClusterIP.
+	servingCert, servingKey := ca.Issue(tb, "kube-apiserver", "localhost", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1")
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return files, err
-	}
-
-	files.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	files.caCert = filepath.Join(dir, "ca.crt")
-	files.servingCert = filepath.Join(dir, "apiserver.crt")
-	files.servingKey = filepath.Join(dir, "apiserver.key")
-	files.saPublic = filepath.Join(dir, "sa.pub")
-	files.saPrivate = filepath.Join(dir, "sa.key")
-
-	servingKeyDER, err := x509.MarshalPKCS8PrivateKey(servingKey)
 	if err != nil {
 		return files, err
 	}
@@ -667,13 +616,20 @@ func writePKI(dir string) (pkiFiles, error) {
 	if err != nil {
 		return files, err
 	}
+
+	files.caPEM = ca.PEM
+	files.caCert = filepath.Join(dir, "ca.crt")
+	files.servingCert = filepath.Join(dir, "apiserver.crt")
+	files.servingKey = filepath.Join(dir, "apiserver.key")
+	files.saPublic = filepath.Join(dir, "sa.pub")
+	files.saPrivate = filepath.Join(dir, "sa.key")
 	for _, f := range []struct {
 		path string
 		data []byte
 	}{
 		{files.caCert, files.caPEM},
-		{files.servingCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER})},
-		{files.servingKey, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: servingKeyDER})},
+		{files.servingCert, servingCert},
+		{files.servingKey, servingKey},
 		{files.saPrivate, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saKeyDER})},
 		{files.saPublic, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER})},
 	} {

@@ -81,7 +81,7 @@ func run(hookBin, requests string, duration time.Duration, maxRequests int) erro
 	for _, n := range []int{3, 1000} {
 		b, err := os.ReadFile(filepath.Join(requests, fmt.Sprintf("%d.json", n)))
 		if err != nil {
-			return fmt.Errorf("%w (make bench writes it with the sync package's TestWriteBenchRequests)", err)
+			return fmt.Errorf("%w (make bench writes it with sync/memcached's TestWriteBenchRequests)", err)
 		}
 		bodies[n] = b
 	}

@@ -1,4 +1,4 @@
-// Command benchreport reads the output of the sync package's benchmarks
+// Command benchreport reads the output of sync/memcached's benchmarks
 // (go test -bench -benchmem, any -count) on standard input and prints the
 // ratios of BENCHMARKS.md: the whole sync path against the floor (one
 // validating JSON v2 scan of the same bytes) at each size, allocated bytes

@@ -1,0 +1,525 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// This file is the one place where the spec's numbers and rules are stated.
+// controller-gen's markers are comments and cannot name a Go constant, so
+// instead of markers restating these values, make generate (cmd/apigen)
+// writes them into the CRD as the default, minimum, maximum and
+// x-kubernetes-validations that markers would have produced; the hook
+// (Default, Validate) and memcached's argv (Setting.Args) read them here.
+
+// Images the operator runs when the spec names none. They are not CRD
+// defaults, so that upgrading the operator upgrades every Memcached that does
+// not pin an image; status.image shows what runs.
+const (
+	DefaultImage         = "memcached:1.6.39-alpine"
+	DefaultExporterImage = "quay.io/prometheus/memcached-exporter:v0.16.0"
+)
+
+// Setting is a field of the spec with a default and bounds and, for
+// memcached's own settings, the flag memcached takes it as.
+//
+// +kubebuilder:object:generate=false
+type Setting interface {
+	// Field is the field below spec, as the CRD names it:
+	// "memcached.threads".
+	Field() string
+	// Flags are memcached's option for the setting ("-t") and its long
+	// form ("threads"); both empty for a field memcached does not see.
+	// extraArgs may set neither.
+	Flags() (short, long string)
+	// Args returns the setting's value in spec (which has its defaults) as
+	// memcached's argv items.
+	Args(spec *MemcachedSpec) []string
+	// Schema returns what the CRD's schema says of the field: the keywords
+	// default, minimum and maximum, and any rules.
+	Schema() (keywords map[string]any, rules []Rule)
+
+	setDefault(spec *MemcachedSpec)
+	check(spec *MemcachedSpec) *field.Error
+}
+
+// Settings are every setting, memcached's in the order memcached's argv
+// takes them. Adding a memcached flag to the API is a field in
+// MemcachedConfig and an entry here; make generate does the rest.
+var Settings = []Setting{
+	IntSetting{Path: "size", Default: 1, Min: 0, Max: 1000,
+		Value: func(s *MemcachedSpec) **int32 { return &s.Size }},
+	IntSetting{Path: "memcached.maxMemoryMB", Flag: "-m", Long: "memory-limit", Default: 64, Min: 2, Max: 1 << 20,
+		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.MaxMemoryMB }},
+	// memcached sets both of its open-files limits to -c, and without
+	// CAP_SYS_RESOURCE cannot raise the hard one past what the container
+	// runtime gives (often 524288 or 1048576): Max stays well under it.
+	IntSetting{Path: "memcached.maxConnections", Flag: "-c", Long: "conn-limit", Default: 1024, Min: 1, Max: 65536,
+		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.MaxConnections }},
+	IntSetting{Path: "memcached.threads", Flag: "-t", Long: "threads", Default: 4, Min: 1, Max: 64,
+		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.Threads }},
+	// memcached needs -I to be a multiple of its slab chunk size (half its
+	// 1 MiB slab page), or it exits at start.
+	QuantitySetting{Path: "memcached.maxItemSize", Flag: "-I", Long: "max-item-size",
+		Default: resource.MustParse("1Mi"), Min: 512 << 10, Max: 1 << 30, Step: 512 << 10,
+		Value: func(s *MemcachedSpec) **resource.Quantity { return &s.Memcached.MaxItemSize }},
+	IntSetting{Path: "memcached.verbosity", Flag: "-v", Long: "verbose", Repeat: true, Default: 0, Min: 0, Max: 2,
+		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.Verbosity }},
+}
+
+// IntSetting is an integer setting.
+//
+// +kubebuilder:object:generate=false
+type IntSetting struct {
+	// Path is the field below spec.
+	Path string
+	// Default is what an unset field means; the API server writes it in.
+	Default int32
+	// Min and Max bound the value, both included.
+	Min, Max int32
+	// Flag and Long are memcached's options for the value.
+	Flag, Long string
+	// Repeat says the flag is repeated value times rather than given the
+	// value: verbosity 2 is -vv.
+	Repeat bool
+	// Value returns where the value is in a spec whose memcached is set.
+	Value func(*MemcachedSpec) **int32
+}
+
+func (s IntSetting) Field() string               { return s.Path }
+func (s IntSetting) Flags() (short, long string) { return s.Flag, s.Long }
+
+// Args returns the flag and the value as two items (memcached reads "-m=64"
+// as 0 MB), or the repeated flag.
+func (s IntSetting) Args(spec *MemcachedSpec) []string {
+	v := **s.Value(spec)
+	switch {
+	case s.Flag == "", s.Repeat && v == 0:
+		return nil
+	case s.Repeat:
+		return []string{"-" + strings.Repeat(s.Flag[1:], int(v))}
+	}
+	return []string{s.Flag, strconv.Itoa(int(v))}
+}
+
+func (s IntSetting) Schema() (map[string]any, []Rule) {
+	return map[string]any{"default": s.Default, "minimum": s.Min, "maximum": s.Max}, nil
+}
+
+func (s IntSetting) setDefault(spec *MemcachedSpec) {
+	if p := s.Value(spec); *p == nil {
+		v := s.Default
+		*p = &v
+	}
+}
+
+func (s IntSetting) check(spec *MemcachedSpec) *field.Error {
+	if v := **s.Value(spec); v < s.Min || v > s.Max {
+		return field.Invalid(pathOf("spec."+s.Path), v, fmt.Sprintf("must be from %d to %d", s.Min, s.Max))
+	}
+	return nil
+}
+
+// QuantitySetting is a setting of bytes, written as a quantity.
+//
+// +kubebuilder:object:generate=false
+type QuantitySetting struct {
+	Path       string
+	Flag, Long string
+	Default    resource.Quantity
+	// Min and Max bound the bytes, both included, and Step divides them.
+	Min, Max, Step int64
+	Value          func(*MemcachedSpec) **resource.Quantity
+}
+
+func (s QuantitySetting) Field() string               { return s.Path }
+func (s QuantitySetting) Flags() (short, long string) { return s.Flag, s.Long }
+
+// Args returns the flag and the bytes the way memcached's -I reads them,
+// with a k or m suffix where it divides evenly.
+func (s QuantitySetting) Args(spec *MemcachedSpec) []string {
+	b := (*s.Value(spec)).Value()
+	v := strconv.FormatInt(b, 10)
+	switch {
+	case b%(1<<20) == 0:
+		v = strconv.FormatInt(b>>20, 10) + "m"
+	case b%(1<<10) == 0:
+		v = strconv.FormatInt(b>>10, 10) + "k"
+	}
+	return []string{s.Flag, v}
+}
+
+// Schema states the bounds as a rule: minimum and maximum do not apply to
+// the string a quantity is.
+func (s QuantitySetting) Schema() (map[string]any, []Rule) {
+	name := s.Path[strings.LastIndex(s.Path, ".")+1:]
+	return map[string]any{"default": s.Default.String()}, []Rule{{
+		On: "spec." + s.Path,
+		CEL: fmt.Sprintf("%s && %[2]s >= %[3]d && %[2]s <= %[4]d && %[2]s %% %[5]d == 0",
+			isBytes("self"), quantityBytes("self"), s.Min, s.Max, s.Step),
+		Message: fmt.Sprintf("%s must be a multiple of %s from %s to %s (write 1Mi, not 1m: m means milli)",
+			name, binary(s.Step), binary(s.Min), binary(s.Max)),
+		Holds: func(m *Memcached) bool {
+			b, ok := wholeBytes(**s.Value(&m.Spec))
+			return ok && b >= s.Min && b <= s.Max && b%s.Step == 0
+		},
+	}}
+}
+
+func (s QuantitySetting) setDefault(spec *MemcachedSpec) {
+	if p := s.Value(spec); *p == nil {
+		q := s.Default.DeepCopy()
+		*p = &q
+	}
+}
+
+// check is done by the rule Schema returns.
+func (s QuantitySetting) check(*MemcachedSpec) *field.Error { return nil }
+
+// reservedFlags are the memcached flags extraArgs may not set besides the
+// settings' own: the operator sets the port, and the others would move
+// memcached off it, change its user, daemonise it, or print and exit.
+var reservedFlags = []struct{ Flag, Long string }{
+	{"-p", "port"}, {"-l", "listen"}, {"-s", "unix-socket"}, {"-u", "user"},
+	{"-d", "daemon"}, {"-U", "udp-port"}, {"-h", "help"}, {"-V", "version"}, {"-i", "license"},
+}
+
+// managedShort and managedLong are the short option letters and long
+// option names extraArgs may not set.
+var managedShort, managedLong = managedFlags()
+
+// managedFlags returns the short option letters and long option names
+// extraArgs may not set, in a fixed order.
+func managedFlags() (short string, long []string) {
+	add := func(flag, name string) {
+		if flag != "" {
+			short += flag[1:]
+			long = append(long, name)
+		}
+	}
+	for _, st := range Settings {
+		add(st.Flags())
+	}
+	for _, r := range reservedFlags {
+		add(r.Flag, r.Long)
+	}
+	return short, long
+}
+
+// SetsManagedFlag tells whether an extraArgs item would set a flag the
+// operator manages: a short option group holding one of its letters, or a
+// long option whose name is a prefix of one of its names (memcached's
+// getopt_long takes any unambiguous prefix, --thr=8 included).
+func SetsManagedFlag(arg string) bool {
+	if name, ok := strings.CutPrefix(arg, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		return slices.ContainsFunc(managedLong, func(l string) bool { return strings.HasPrefix(l, name) })
+	}
+	return strings.HasPrefix(arg, "-") && strings.ContainsAny(arg[1:], managedShort)
+}
+
+// Memory sizing. memcached uses more than -m: connection buffers, the hash
+// table and slab bookkeeping come on top, and a limit that is too tight is
+// the most common way memcached dies on Kubernetes (OOM-killed).
+const (
+	// MemoryHeadroomMiB is the least a memory limit must exceed
+	// maxMemoryMB by, and the fixed part of the default.
+	MemoryHeadroomMiB = 32
+	// connectionKiB is what the default memory allows per connection.
+	connectionKiB = 5
+)
+
+// DefaultMemoryMiB is the memory request and limit of a memcached container
+// whose spec sets neither: maxMemoryMB, a quarter more for the hash table and
+// slab overhead, connectionKiB per allowed connection and the headroom.
+func DefaultMemoryMiB(maxMemoryMB, maxConnections int64) int64 {
+	m, c := maxMemoryMB, maxConnections
+	return m + (m+3)/4 + (c*connectionKiB+1023)/1024 + MemoryHeadroomMiB
+}
+
+// MemoryFloorMiB is the smallest memory limit a spec may set.
+func MemoryFloorMiB(maxMemoryMB int64) int64 { return maxMemoryMB + MemoryHeadroomMiB }
+
+// Labels the operator and Metacontroller own on every Pod: the first two
+// select the Pods and never change over an object's life (a Deployment's
+// selector is immutable); Metacontroller selects children by the last.
+const (
+	LabelName          = "app.kubernetes.io/name"
+	LabelInstance      = "app.kubernetes.io/instance"
+	LabelManagedBy     = "app.kubernetes.io/managed-by"
+	LabelControllerUID = "controller-uid"
+)
+
+// reservedPodLabels are the labels podLabels may not set.
+var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy, LabelControllerUID}
+
+// Rule is a check the schema's own keywords cannot state, in its two forms,
+// built from the same values: CEL, which make generate writes into the CRD
+// for the API server, and Go, which the hook runs.
+//
+// +kubebuilder:object:generate=false
+type Rule struct {
+	// On is the schema node the rule sits on, a path from the object's
+	// root: "spec.memcached"; "" for the root.
+	On string
+	// Field is what the rule blames, relative to On
+	// (".resources.limits['memory']"); "" for On itself. The CRD names it as
+	// the rule's fieldPath, except at the root, where metadata has no
+	// schema.
+	Field string
+	// CEL is the rule as the API server runs it, with self at On.
+	CEL     string
+	Message string
+	// Holds tells whether m passes. m's spec has its defaults, as the API
+	// server's has when it runs the rule.
+	Holds func(m *Memcached) bool
+	// Explain, if set, is what the hook reports when the rule fails, more
+	// precise than Message (say, naming the list item at fault).
+	Explain func(m *Memcached) field.ErrorList
+}
+
+// Path is where the rule blames, from the object's root.
+func (r Rule) Path() string { return strings.TrimPrefix(r.On+r.Field, ".") }
+
+// dns1035Label is what a Memcached's name must match: it names the Service
+// and is a label value.
+const (
+	dns1035Label       = `^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	dns1035LabelMaxLen = 63
+)
+
+var dns1035LabelRE = regexp.MustCompile(dns1035Label)
+
+// promDuration is a Prometheus duration, as a ServiceMonitor's interval.
+const promDuration = `^([0-9]+(ms|s|m|h))+$`
+
+var promDurationRE = regexp.MustCompile(promDuration)
+
+// whiteSpace are the characters an image reference may not hold, in a CEL
+// regular expression and in Go.
+const (
+	whiteSpaceCEL = `[ \t\r\n]`
+	whiteSpace    = " \t\r\n"
+)
+
+// quantityBytes is a CEL expression for a quantity's bytes, and isBytes one
+// that guards it: a quantity that is no whole number of bytes is left to
+// the rules that refuse it.
+func quantityBytes(q string) string { return fmt.Sprintf("quantity(string(%s)).asInteger()", q) }
+func isBytes(q string) string {
+	return fmt.Sprintf("isQuantity(string(%[1]s)) && quantity(string(%[1]s)).isInteger()", q)
+}
+
+// defaulted is a CEL expression that holds when the fields are set. Rules
+// read a field's value without restating its default: the API server
+// applies the defaults before it runs them, so the fields are always set by
+// then. The guard is for the one time they are not, when the API server
+// checks the CRD's own defaults ({} for spec.memcached) against the rules.
+func defaulted(fields ...string) string {
+	var has []string
+	for _, f := range fields {
+		parts := strings.Split(f, ".")
+		for i := 2; i <= len(parts); i++ {
+			if h := "has(" + strings.Join(parts[:i], ".") + ")"; !slices.Contains(has, h) {
+				has = append(has, h)
+			}
+		}
+	}
+	return strings.Join(has, " && ")
+}
+
+// celList writes strings as a CEL list.
+func celList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = "'" + s + "'"
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}
+
+// Rules are the rules the schema's keywords cannot state, besides those of
+// the settings (Setting.Schema): mostly rules across fields.
+var Rules = func() []Rule {
+	short, long := managedShort, managedLong
+	limit, request := "self.resources.limits['memory']", "self.resources.requests['memory']"
+	hasLimit := "has(self.resources) && has(self.resources.limits) && 'memory' in self.resources.limits"
+	hasRequest := "has(self.resources) && has(self.resources.requests) && 'memory' in self.resources.requests"
+	return []Rule{{
+		On:      "",
+		Field:   ".metadata.name",
+		CEL:     fmt.Sprintf("self.metadata.name.size() <= %d && self.metadata.name.matches('%s')", dns1035LabelMaxLen, dns1035Label),
+		Message: fmt.Sprintf("metadata.name must be a DNS label of at most %d characters that starts with a letter: it names the Service and is a label value", dns1035LabelMaxLen),
+		Holds: func(m *Memcached) bool {
+			return len(m.Name) <= dns1035LabelMaxLen && dns1035LabelRE.MatchString(m.Name)
+		},
+	}, {
+		On:      "spec.image",
+		CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
+		Message: "image must not contain white space",
+		Holds:   func(m *Memcached) bool { return !strings.ContainsAny(m.Spec.Image, whiteSpace) },
+	}, {
+		On: "spec.podLabels",
+		CEL: strings.Join(slices.Collect(func(yield func(string) bool) {
+			for _, l := range reservedPodLabels {
+				if !yield(fmt.Sprintf("!('%s' in self)", l)) {
+					return
+				}
+			}
+		}), " && "),
+		Message: "podLabels must not set " + strings.Join(reservedPodLabels, ", ") + ": the operator and Metacontroller own them",
+		Holds: func(m *Memcached) bool {
+			return !slices.ContainsFunc(reservedPodLabels, func(l string) bool { _, ok := m.Spec.PodLabels[l]; return ok })
+		},
+	}, {
+		On:    "spec",
+		Field: ".resources.limits['memory']",
+		CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (self.memcached.maxMemoryMB + %d) * %d",
+			hasLimit, defaulted("self.memcached.maxMemoryMB"), isBytes(limit), quantityBytes(limit), MemoryHeadroomMiB, 1<<20),
+		Message: fmt.Sprintf("resources.limits.memory must be at least memcached.maxMemoryMB + %dMi: memcached needs memory beyond -m for connections and its hash table", MemoryHeadroomMiB),
+		Holds: func(m *Memcached) bool {
+			limit, ok := memoryBytes(m.Spec.Resources, true)
+			return !ok || limit >= MemoryFloorMiB(int64(*m.Spec.Memcached.MaxMemoryMB))<<20
+		},
+	}, {
+		On:    "spec",
+		Field: ".resources.requests['memory']",
+		CEL: fmt.Sprintf("!(%s) || !(%s) || !isQuantity(string(%s)) || !isQuantity(string(%s)) || quantity(string(%s)).compareTo(quantity(string(%s))) <= 0",
+			hasRequest, hasLimit, request, limit, request, limit),
+		Message: "resources.requests.memory must not exceed resources.limits.memory",
+		Holds: func(m *Memcached) bool {
+			req, hasReq := memory(m.Spec.Resources, false)
+			limit, hasLimit := memory(m.Spec.Resources, true)
+			return !hasReq || !hasLimit || req.Cmp(limit) <= 0
+		},
+	}, {
+		On:    "spec.memcached",
+		Field: ".maxItemSize",
+		CEL: fmt.Sprintf("!(%s) || !(%s) || %s * 2 <= self.maxMemoryMB * %d",
+			defaulted("self.maxItemSize", "self.maxMemoryMB"), isBytes("self.maxItemSize"), quantityBytes("self.maxItemSize"), 1<<20),
+		Message: "maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start",
+		Holds: func(m *Memcached) bool {
+			c := m.Spec.Memcached
+			b, ok := wholeBytes(*c.MaxItemSize)
+			return !ok || b*2 <= int64(*c.MaxMemoryMB)<<20
+		},
+	}, {
+		On: "spec.memcached.extraArgs",
+		CEL: fmt.Sprintf("self.all(a, !a.matches('^-[^-]*[%s]') && !(a.startsWith('--') && %s.exists(f, f.startsWith(a.substring(2).split('=')[0]))))",
+			short, celList(long)),
+		Message: fmt.Sprintf("extraArgs must not set a flag the operator manages (%s, their long forms or any prefix of them); pass -o and its value as two items", flagList(short)),
+		Holds: func(m *Memcached) bool {
+			return !slices.ContainsFunc(m.Spec.Memcached.ExtraArgs, SetsManagedFlag)
+		},
+		Explain: func(m *Memcached) field.ErrorList {
+			var errs field.ErrorList
+			for i, a := range m.Spec.Memcached.ExtraArgs {
+				if SetsManagedFlag(a) {
+					errs = append(errs, field.Invalid(pathOf("spec.memcached.extraArgs").Index(i), a, "sets a flag the operator manages"))
+				}
+			}
+			return errs
+		},
+	}, {
+		On:      "spec.metrics",
+		Field:   ".serviceMonitor.enabled",
+		CEL:     "!has(self.serviceMonitor) || !has(self.serviceMonitor.enabled) || !self.serviceMonitor.enabled || (has(self.enabled) && self.enabled)",
+		Message: "metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the exporter",
+		Holds: func(m *Memcached) bool {
+			mt := m.Spec.Metrics
+			return mt == nil || mt.ServiceMonitor == nil || !mt.ServiceMonitor.Enabled || mt.Enabled
+		},
+	}, {
+		On:      "spec.metrics.image",
+		CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
+		Message: "metrics.image must not contain white space",
+		Holds: func(m *Memcached) bool {
+			return m.Spec.Metrics == nil || !strings.ContainsAny(m.Spec.Metrics.Image, whiteSpace)
+		},
+	}, {
+		On:      "spec.metrics.serviceMonitor.interval",
+		CEL:     fmt.Sprintf("self.matches('%s')", promDuration),
+		Message: "serviceMonitor.interval must be a Prometheus duration like 30s or 1m30s",
+		Holds: func(m *Memcached) bool {
+			mt := m.Spec.Metrics
+			return mt == nil || mt.ServiceMonitor == nil || mt.ServiceMonitor.Interval == "" || promDurationRE.MatchString(mt.ServiceMonitor.Interval)
+		},
+	}, {
+		On:      "spec.metrics.serviceMonitor.labels",
+		CEL:     fmt.Sprintf("!('%s' in self)", LabelControllerUID),
+		Message: fmt.Sprintf("serviceMonitor.labels must not set %s: Metacontroller owns it", LabelControllerUID),
+		Holds: func(m *Memcached) bool {
+			mt := m.Spec.Metrics
+			if mt == nil || mt.ServiceMonitor == nil {
+				return true
+			}
+			_, ok := mt.ServiceMonitor.Labels[LabelControllerUID]
+			return !ok
+		},
+	}}
+}()
+
+// memory returns the memory limit (or request) of r, if set.
+func memory(r *corev1.ResourceRequirements, limit bool) (resource.Quantity, bool) {
+	if r == nil {
+		return resource.Quantity{}, false
+	}
+	list := r.Requests
+	if limit {
+		list = r.Limits
+	}
+	q, ok := list[corev1.ResourceMemory]
+	return q, ok
+}
+
+// memoryBytes is memory as a whole number of bytes; a quantity that is not
+// one is reported unset, as the CEL rules' guards skip it.
+func memoryBytes(r *corev1.ResourceRequirements, limit bool) (int64, bool) {
+	q, ok := memory(r, limit)
+	if !ok {
+		return 0, false
+	}
+	return wholeBytes(q)
+}
+
+// wholeBytes is a quantity as a whole number of bytes, as CEL's
+// isInteger() and asInteger() read it; false for a fraction ("1500m") or a
+// number too large.
+func wholeBytes(q resource.Quantity) (int64, bool) {
+	v, ok := q.AsInt64()
+	if ok {
+		return v, true
+	}
+	v = q.Value()
+	return v, q.Cmp(*resource.NewQuantity(v, resource.BinarySI)) == 0 && v < 1<<62
+}
+
+// binary writes bytes as a binary quantity: 512Ki, 1Gi.
+func binary(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+
+// flagList writes option letters as "-a -b -c".
+func flagList(letters string) string {
+	var out []string
+	for _, l := range letters {
+		out = append(out, "-"+string(l))
+	}
+	return strings.Join(out, " ")
+}
+
+// AllRules are the settings' rules, then Rules.
+func AllRules() []Rule { return allRules }
+
+var allRules = func() []Rule {
+	var all []Rule
+	for _, st := range Settings {
+		_, rules := st.Schema()
+		all = append(all, rules...)
+	}
+	return append(all, Rules...)
+}()

@@ -1,0 +1,220 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Memcached runs a set of memcached servers behind a headless Service.
+//
+// It is a superset of the operator-sdk tutorial's Memcached: spec.size and
+// status.nodes mean what they mean there, so objects written for the tutorial
+// work unchanged.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=memcacheds,singular=memcached,shortName=mc,categories=all
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.size,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Memcached struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	Spec   MemcachedSpec   `json:"spec,omitempty"`
+	Status MemcachedStatus `json:"status,omitempty"`
+}
+
+// The defaults and bounds of the spec's settings, and every rule that spans
+// fields, are stated once, in settings.go: make generate writes them into
+// the CRD, and the hook checks the same values in Go.
+
+// MemcachedSpec is what the user asks for. Every field is optional; an empty
+// spec runs one memcached Pod with memcached's own defaults.
+type MemcachedSpec struct {
+	// Size is the number of memcached Pods. Clients shard keys across them.
+	// +optional
+	Size *int32 `json:"size,omitempty"`
+
+	// Image is the memcached container image. Empty means the operator's
+	// pinned default (see the README), so upgrading the operator upgrades
+	// memcached only for objects that do not pin an image.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Memcached holds memcached's own settings.
+	// +kubebuilder:default={}
+	// +optional
+	Memcached *MemcachedConfig `json:"memcached,omitempty"`
+
+	// Resources of the memcached container. Keys left out get the
+	// operator's defaults, derived from the memcached settings (see the
+	// README); a memory limit must leave memcached room beyond
+	// maxMemoryMB.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PodLabels are added to every memcached Pod. They cannot replace the
+	// labels the operator selects Pods by.
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+
+	// PodAnnotations are added to every memcached Pod.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// Affinity of the memcached Pods.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// NodeSelector of the memcached Pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the memcached Pods.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// TopologySpreadConstraints replace the default spread (soft, across
+	// nodes and zones) when set.
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// PriorityClassName of the memcached Pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// Metrics adds a Prometheus exporter beside memcached.
+	// +optional
+	Metrics *MetricsSpec `json:"metrics,omitempty"`
+}
+
+// MemcachedConfig holds the memcached flags the operator manages. Each
+// field's default, bounds and flag are in settings.go.
+type MemcachedConfig struct {
+	// MaxMemoryMB is memcached's item memory (-m), in megabytes. The process
+	// uses more than this; see resources.
+	// +optional
+	MaxMemoryMB *int32 `json:"maxMemoryMB,omitempty"`
+
+	// MaxConnections is memcached's connection limit (-c). memcached sets
+	// its open-files limit to it, which bounds it from above.
+	// +optional
+	MaxConnections *int32 `json:"maxConnections,omitempty"`
+
+	// Threads is memcached's worker thread count (-t).
+	// +optional
+	Threads *int32 `json:"threads,omitempty"`
+
+	// MaxItemSize is the largest item memcached stores (-I), a quantity: a
+	// multiple of memcached's slab chunk size, and at most half of
+	// maxMemoryMB. Write 1Mi, not 1m: in a quantity, m means milli.
+	// +optional
+	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
+
+	// Verbosity is memcached's log level: 0 quiet, 1 -v, 2 -vv.
+	// +optional
+	Verbosity *int32 `json:"verbosity,omitempty"`
+
+	// ExtraArgs are passed to memcached after the managed flags, each item
+	// one argv entry ("-o", "idle_timeout=600"). They cannot set the flags
+	// the operator manages: port, listen address, unix socket, user,
+	// memory, connections, threads, item size, verbosity, UDP or daemon
+	// mode; nor help, version or license, which exit.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+}
+
+// MetricsSpec configures the Prometheus memcached exporter sidecar.
+type MetricsSpec struct {
+	// Enabled runs prometheus/memcached_exporter beside memcached, on port
+	// 9150, and adds that port to the Service.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Image of the exporter.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Resources of the exporter container; keys left out get small
+	// defaults.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ServiceMonitor makes a Prometheus Operator ServiceMonitor. It needs
+	// the ServiceMonitor CRD in the cluster and the servicemonitors child
+	// resource in the CompositeController (manifests/overlays/servicemonitor).
+	// +optional
+	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
+}
+
+// ServiceMonitorSpec configures the ServiceMonitor child.
+type ServiceMonitorSpec struct {
+	// Enabled makes the ServiceMonitor.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Interval between scrapes, a Prometheus duration.
+	// +optional
+	Interval string `json:"interval,omitempty"`
+
+	// Labels added to the ServiceMonitor, for a Prometheus that selects
+	// ServiceMonitors by label.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// MemcachedStatus is what the hook observed: the Pods, their readiness and
+// the conditions derived from them. It never states the desired future.
+type MemcachedStatus struct {
+	// ObservedGeneration is the generation of the spec this status was
+	// computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Nodes are the names of the memcached Pods, sorted (the tutorial's
+	// field).
+	// +optional
+	Nodes []string `json:"nodes"`
+
+	// Replicas is the number of memcached Pods observed.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ReadyReplicas is the number of those Pods that are ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// Endpoints are the ready Pods' ip:port, sorted: the server list a
+	// client's hash ring needs.
+	// +optional
+	Endpoints []string `json:"endpoints"`
+
+	// Selector selects the memcached Pods, as a string, for the scale
+	// subresource (kubectl scale, HorizontalPodAutoscaler).
+	// +optional
+	Selector string `json:"selector"`
+
+	// Image is the memcached image of the observed Deployment's Pod
+	// template.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// Conditions are Available, Progressing and Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions"`
+}

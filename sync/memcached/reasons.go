@@ -1,0 +1,60 @@
+package memcached
+
+// Condition types of a Memcached's status, after the Kubernetes API
+// conventions.
+const (
+	ConditionAvailable   = "Available"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// Reason says why a condition has its status: the condition's reason, one
+// CamelCase word. The transport's logs and metrics read these values, never
+// the words.
+type Reason string
+
+// Reasons of Available.
+const (
+	ReasonEnoughPodsReady    Reason = "EnoughPodsReady"
+	ReasonNotEnoughPodsReady Reason = "NotEnoughPodsReady"
+	ReasonScaledToZero       Reason = "ScaledToZero"
+)
+
+// Reasons of Progressing.
+const (
+	ReasonDeploymentNotObserved    Reason = "DeploymentNotObserved"
+	ReasonDeploymentUpdating       Reason = "DeploymentUpdating"
+	ReasonRollingOut               Reason = "RollingOut"
+	ReasonRolloutComplete          Reason = "RolloutComplete"
+	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
+	// ReasonDeleting: the Memcached is being deleted and children remain.
+	ReasonDeleting Reason = "Deleting"
+	// ReasonDeleted: the Memcached is being deleted and its children are
+	// gone.
+	ReasonDeleted Reason = "Deleted"
+)
+
+// Reasons of Degraded. ReasonInvalidSpec is also Available's and
+// Progressing's when the spec cannot be acted on.
+const (
+	ReasonAsExpected          Reason = "AsExpected"
+	ReasonInvalidSpec         Reason = "InvalidSpec"
+	ReasonChildKindNotManaged Reason = "ChildKindNotManaged"
+)
+
+// Reasons of Degraded read from the Pods: the container states and the
+// scheduling condition kubelet and the scheduler report, worst first.
+const (
+	ReasonOOMKilled                  Reason = "OOMKilled"
+	ReasonCrashLoopBackOff           Reason = "CrashLoopBackOff"
+	ReasonImagePullBackOff           Reason = "ImagePullBackOff"
+	ReasonErrImagePull               Reason = "ErrImagePull"
+	ReasonCreateContainerConfigError Reason = "CreateContainerConfigError"
+	ReasonUnschedulable              Reason = "Unschedulable"
+)
+
+// podTroubles are the reasons Degraded reports from the Pods, worst first.
+var podTroubles = []Reason{
+	ReasonOOMKilled, ReasonCrashLoopBackOff, ReasonImagePullBackOff, ReasonErrImagePull,
+	ReasonCreateContainerConfigError, ReasonUnschedulable,
+}

@@ -1,0 +1,352 @@
+package memcached
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/metacontroller"
+)
+
+// observed is what the request says exists, reduced to what the status
+// needs.
+type observed struct {
+	childCount int
+	deployment *deploymentState
+	pods       []metacontroller.Pod // the parent's live Pods, sorted by name
+	managed    map[string]bool      // the child kinds the CompositeController manages
+	finalizing bool
+}
+
+// deploymentState is the observed Deployment's spec and status, as far as
+// the status needs them.
+type deploymentState struct {
+	generation int64
+	replicas   int32
+	image      string
+	status     appsv1.DeploymentStatus
+}
+
+func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
+	obs := observed{managed: make(map[string]bool, len(req.Children)), finalizing: finalizing}
+	for kind, objs := range req.Children {
+		obs.managed[kind] = true
+		obs.childCount += len(objs)
+	}
+	name := req.Parent.Name
+	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
+		obs.deployment = readDeployment(d)
+	}
+	sel := labels.SelectorFromSet(SelectorLabels(name))
+	for _, pod := range req.Pods {
+		// Terminating and finished (evicted, completed) Pods are not
+		// members any more; the ReplicaSet has already replaced them.
+		if pod.Metadata.DeletionTimestamp != nil ||
+			pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
+			pod.Metadata.Namespace != req.Parent.Namespace ||
+			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
+			continue
+		}
+		obs.pods = append(obs.pods, pod)
+	}
+	slices.SortFunc(obs.pods, func(a, b metacontroller.Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	return obs
+}
+
+// findChild finds a child by name, whichever way the hook version keys the
+// map.
+func findChild(objs map[string]metacontroller.Child, name string) (metacontroller.Child, bool) {
+	for _, c := range objs {
+		if c.Metadata.Name == name {
+			return c, true
+		}
+	}
+	return metacontroller.Child{}, false
+}
+
+// deploymentSpecFields is the part of an observed Deployment's spec that the
+// status reads: replicas and the containers' images. Decoding only these
+// skips the bulk of the Pod template (resources, probes, affinity, spread),
+// which as a full appsv1.DeploymentSpec was most of a small sync's work.
+type deploymentSpecFields struct {
+	Replicas *int32 `json:"replicas"`
+	Template struct {
+		Spec struct {
+			Containers []struct {
+				Name  string `json:"name"`
+				Image string `json:"image"`
+			} `json:"containers"`
+		} `json:"spec"`
+	} `json:"template"`
+}
+
+func readDeployment(c metacontroller.Child) *deploymentState {
+	d := &deploymentState{generation: c.Metadata.Generation}
+	var spec deploymentSpecFields
+	if metacontroller.DecodeObject(c.Spec, &spec) == nil {
+		if spec.Replicas != nil {
+			d.replicas = *spec.Replicas
+		} else {
+			d.replicas = 1
+		}
+		for _, ctr := range spec.Template.Spec.Containers {
+			if ctr.Name == "memcached" {
+				d.image = ctr.Image
+			}
+		}
+	}
+	_ = metacontroller.DecodeObject(c.Status, &d.status)
+	return d
+}
+
+// status computes the parent's status from what was observed. spec is nil
+// when specErr says why.
+func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time) *v1alpha1.MemcachedStatus {
+	st := &v1alpha1.MemcachedStatus{
+		ObservedGeneration: p.Generation,
+		Nodes:              []string{},
+		Endpoints:          []string{},
+		Selector:           labels.SelectorFromSet(SelectorLabels(p.Name)).String(),
+	}
+	for _, pod := range obs.pods {
+		st.Nodes = append(st.Nodes, pod.Metadata.Name)
+		st.Replicas++
+		if podReady(pod) {
+			st.ReadyReplicas++
+			if pod.Status.PodIP != "" {
+				st.Endpoints = append(st.Endpoints, net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(Port)))
+			}
+		}
+	}
+	slices.Sort(st.Endpoints)
+	if obs.deployment != nil {
+		st.Image = obs.deployment.image
+	}
+
+	// The size the Pods are measured against: the spec's, or, when the
+	// spec is invalid, what the observed Deployment still runs.
+	var size int32
+	switch {
+	case spec != nil:
+		size = *spec.Size
+	case obs.deployment != nil:
+		size = obs.deployment.replicas
+	}
+
+	avail := available(size, st.ReadyReplicas)
+	if spec == nil && obs.deployment == nil {
+		avail = cond(ConditionAvailable, false, ReasonInvalidSpec, "the spec is invalid and no Deployment exists")
+	}
+	conds := []metav1.Condition{
+		avail,
+		progressing(spec, specErr, size, obs, st),
+		degraded(spec, specErr, obs),
+	}
+	old := p.Status.Conditions
+	for i := range conds {
+		conds[i].ObservedGeneration = p.Generation
+		conds[i].LastTransitionTime = metav1.NewTime(now.UTC().Truncate(time.Second))
+		if old := meta.FindStatusCondition(old, conds[i].Type); old != nil && old.Status == conds[i].Status {
+			conds[i].LastTransitionTime = old.LastTransitionTime
+		}
+	}
+	st.Conditions = conds
+	return st
+}
+
+// MinAvailable is how many ready Pods make a Memcached of the given size
+// Available: all but one, and at least one. One missing Pod is what a
+// rolling update or the PodDisruptionBudget may take away; past that, a
+// client's miss rate climbs with every Pod lost.
+func MinAvailable(size int32) int32 { return max(1, size-1) }
+
+func available(size, ready int32) metav1.Condition {
+	switch need := MinAvailable(size); {
+	case size == 0:
+		return cond(ConditionAvailable, false, ReasonScaledToZero, "spec.size is 0: no memcached Pod runs")
+	case ready >= need:
+		return cond(ConditionAvailable, true, ReasonEnoughPodsReady, fmt.Sprintf("%d of %d Pods ready (%d needed)", ready, size, need))
+	default:
+		return cond(ConditionAvailable, false, ReasonNotEnoughPodsReady, fmt.Sprintf("%d of %d Pods ready (%d needed)", ready, size, need))
+	}
+}
+
+func progressing(spec *v1alpha1.MemcachedSpec, specErr string, size int32, obs observed, st *v1alpha1.MemcachedStatus) metav1.Condition {
+	d := obs.deployment
+	switch {
+	case obs.finalizing && obs.childCount > 0:
+		return cond(ConditionProgressing, true, ReasonDeleting, fmt.Sprintf("the Memcached is being deleted: waiting for %s to go", plural(obs.childCount, "child", "children")))
+	case obs.finalizing:
+		return cond(ConditionProgressing, false, ReasonDeleted, "the Memcached is being deleted and its children are gone")
+	case specErr != "":
+		return cond(ConditionProgressing, false, ReasonInvalidSpec, "the spec is invalid: children are left as they are")
+	case d == nil:
+		return cond(ConditionProgressing, true, ReasonDeploymentNotObserved, "waiting for the Deployment to be created")
+	case deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)):
+		return cond(ConditionProgressing, false, ReasonProgressDeadlineExceeded, "the Deployment's rollout exceeded its progress deadline")
+	case d.replicas != size || d.image != spec.Image:
+		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, "waiting for the Deployment to take the new spec")
+	case d.status.ObservedGeneration < d.generation:
+		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, "waiting for the Deployment controller to observe the new spec")
+	case d.status.UpdatedReplicas < size || st.Replicas != size || st.ReadyReplicas < size:
+		return cond(ConditionProgressing, true, ReasonRollingOut, fmt.Sprintf(
+			"%d of %d Pods updated, %d observed, %d ready", d.status.UpdatedReplicas, size, st.Replicas, st.ReadyReplicas))
+	default:
+		return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready", size))
+	}
+}
+
+// plural writes n things: "1 child", "2 children".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func deploymentCondition(s appsv1.DeploymentStatus, t appsv1.DeploymentConditionType, reason string) bool {
+	for _, c := range s.Conditions {
+		if c.Type == t && c.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1.Condition {
+	if specErr != "" {
+		return cond(ConditionDegraded, true, ReasonInvalidSpec, truncate(specErr, maxMessage))
+	}
+	found := map[Reason][]string{}
+	for _, pod := range obs.pods {
+		for _, r := range podTroubleReasons(pod) {
+			found[r] = append(found[r], pod.Metadata.Name)
+		}
+	}
+	var reason Reason
+	var msgs []string
+	for _, r := range podTroubles {
+		if pods := found[r]; len(pods) > 0 {
+			if reason == "" {
+				reason = r
+			}
+			msgs = append(msgs, string(r)+": "+listNames(pods))
+		}
+	}
+	if d := obs.deployment; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)) {
+		if reason == "" {
+			reason = ReasonProgressDeadlineExceeded
+		}
+		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
+	}
+	if missing := missingKinds(spec, obs); len(missing) > 0 {
+		if reason == "" {
+			reason = ReasonChildKindNotManaged
+		}
+		msgs = append(msgs, "the CompositeController does not manage "+strings.Join(missing, ", ")+": apply the current manifests")
+	}
+	if reason == "" {
+		return cond(ConditionDegraded, false, ReasonAsExpected, "no problem observed")
+	}
+	return cond(ConditionDegraded, true, reason, strings.Join(msgs, "; "))
+}
+
+// missingKinds names the child kinds the spec needs that the
+// CompositeController does not manage, so the hook could not make them.
+func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
+	need := []string{ServiceKey}
+	if *s.Size > 1 {
+		need = append(need, PDBKey)
+	}
+	if wantsServiceMonitor(s) {
+		need = append(need, ServiceMonitorKey)
+	}
+	var missing []string
+	for _, k := range need {
+		if !obs.managed[k] {
+			missing = append(missing, k)
+		}
+	}
+	return missing
+}
+
+func podTroubleReasons(pod metacontroller.Pod) []Reason {
+	var rs []Reason
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodScheduled) && c.Status == string(corev1.ConditionFalse) && c.Reason == corev1.PodReasonUnschedulable {
+			rs = append(rs, ReasonUnschedulable)
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(podTroubles, Reason(w.Reason)) {
+			rs = append(rs, Reason(w.Reason))
+		}
+		// An OOM kill counts while the container is down because of it:
+		// a Pod that was killed once and has run fine since is not
+		// degraded, and its lastState keeps the reason until the next
+		// restart.
+		oomNow := cs.State.Terminated != nil && Reason(cs.State.Terminated.Reason) == ReasonOOMKilled
+		oomBefore := cs.LastState.Terminated != nil && Reason(cs.LastState.Terminated.Reason) == ReasonOOMKilled
+		if oomNow || (oomBefore && !cs.Ready) {
+			rs = append(rs, ReasonOOMKilled)
+		}
+	}
+	slices.Sort(rs)
+	return slices.Compact(rs)
+}
+
+// listNames lists at most five names, so that a message stays readable and
+// small on a large Memcached.
+func listNames(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+func podReady(pod metacontroller.Pod) bool {
+	if pod.Status.Phase != string(corev1.PodRunning) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodReady) {
+			return c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+// maxMessage bounds a condition message far below the API's 32,768
+// characters: an invalid spec's message quotes the user's values.
+const maxMessage = 2048
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func cond(t string, ok bool, reason Reason, msg string) metav1.Condition {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	return metav1.Condition{Type: t, Status: s, Reason: string(reason), Message: msg}
+}

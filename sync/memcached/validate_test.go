@@ -1,0 +1,337 @@
+package memcached_test
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// invalidSpecs are specs the hook must refuse, each with the field its
+// message must name.
+var invalidSpecs = []struct {
+	name  string
+	spec  string
+	field string
+}{
+	{"negative size", `{"size":-1}`, "spec.size"},
+	{"size 1001", `{"size":1001}`, "spec.size"},
+	{"size as a string", `{"size":"3"}`, "spec.size"},
+	{"size not whole", `{"size":2.5}`, "spec.size"},
+	{"spec as a list", `[{"size":3}]`, "spec"},
+	// The API server's rules: names are case-sensitive, and a field the
+	// spec does not have is refused (strict field validation), not ignored.
+	{"unknown field", `{"size":2,"sise":3}`, "spec.sise"},
+	{"wrongly cased field", `{"SIZE":5}`, "spec.SIZE"},
+	{"spec as a string", `"big"`, "spec"},
+	{"memcached as a string", `{"memcached":"fast"}`, "spec.memcached"},
+	{"image with a space", `{"image":"memcached 1.6"}`, "spec.image"},
+	{"maxMemoryMB 1", `{"memcached":{"maxMemoryMB":1}}`, "spec.memcached.maxMemoryMB"},
+	{"maxConnections 0", `{"memcached":{"maxConnections":0}}`, "spec.memcached.maxConnections"},
+	{"threads 0", `{"memcached":{"threads":0}}`, "spec.memcached.threads"},
+	{"threads 65", `{"memcached":{"threads":65}}`, "spec.memcached.threads"},
+	{"threads as a string", `{"memcached":{"threads":"4"}}`, "spec.memcached.threads"},
+	{"verbosity 3", `{"memcached":{"verbosity":3}}`, "spec.memcached.verbosity"},
+	{"verbosity -1", `{"memcached":{"verbosity":-1}}`, "spec.memcached.verbosity"},
+	{"maxItemSize over half of the default memory", `{"memcached":{"maxItemSize":"33Mi"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize over half of maxMemoryMB", `{"memcached":{"maxMemoryMB":128,"maxItemSize":"65Mi"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize 1m means milli", `{"memcached":{"maxItemSize":"1m"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize under 1Ki", `{"memcached":{"maxItemSize":"1000"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize over 1Gi", `{"memcached":{"maxMemoryMB":8192,"maxItemSize":"2Gi"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize not a quantity", `{"memcached":{"maxItemSize":"lots"}}`, "spec.memcached.maxItemSize"},
+	{"extraArgs -m", `{"memcached":{"extraArgs":["-o","modern","-m"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs -m64", `{"memcached":{"extraArgs":["-o","modern","-m64"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs --memory-limit=10", `{"memcached":{"extraArgs":["-o","modern","--memory-limit=10"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs -vv", `{"memcached":{"extraArgs":["-o","modern","-vv"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs -p", `{"memcached":{"extraArgs":["-o","modern","-p"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs -c", `{"memcached":{"extraArgs":["-c","10"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -t", `{"memcached":{"extraArgs":["-t","10"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -I", `{"memcached":{"extraArgs":["-I","2m"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -U", `{"memcached":{"extraArgs":["-U","11211"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -l", `{"memcached":{"extraArgs":["-l","127.0.0.1"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -d in a group", `{"memcached":{"extraArgs":["-Ad"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -u", `{"memcached":{"extraArgs":["-u","root"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs --port", `{"memcached":{"extraArgs":["--port","1"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs --threads=", `{"memcached":{"extraArgs":["--threads=64"]}}`, "spec.memcached.extraArgs[0]"},
+	// memcached parses its options with getopt_long, which takes any
+	// unambiguous prefix of a long option: these set -t and -I.
+	{"extraArgs abbreviated --thr=", `{"memcached":{"extraArgs":["--thr=64"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs abbreviated --max-item=", `{"memcached":{"extraArgs":["--max-item=512m"]}}`, "spec.memcached.extraArgs[0]"},
+	{"pod label app.kubernetes.io/name", `{"podLabels":{"app.kubernetes.io/name":"other"}}`, "spec.podLabels"},
+	{"pod label app.kubernetes.io/instance", `{"podLabels":{"app.kubernetes.io/instance":"other"}}`, "spec.podLabels"},
+	{"pod label app.kubernetes.io/managed-by", `{"podLabels":{"app.kubernetes.io/managed-by":"me"}}`, "spec.podLabels"},
+	{"memory limit under maxMemoryMB + 32Mi", `{"resources":{"limits":{"memory":"95Mi"}}}`, "spec.resources.limits[memory]"},
+	{"memory limit under a larger maxMemoryMB + 32Mi", `{"memcached":{"maxMemoryMB":1024},"resources":{"limits":{"memory":"1Gi"}}}`, "spec.resources.limits[memory]"},
+	{"memory limit not a quantity", `{"resources":{"limits":{"memory":"lots"}}}`, "spec.resources.limits[memory]"},
+	{"memory request over the limit", `{"resources":{"requests":{"memory":"200Mi"},"limits":{"memory":"128Mi"}}}`, "spec.resources.requests[memory]"},
+	{"serviceMonitor without metrics", `{"metrics":{"serviceMonitor":{"enabled":true}}}`, "spec.metrics.serviceMonitor.enabled"},
+	{"serviceMonitor with metrics disabled", `{"metrics":{"enabled":false,"serviceMonitor":{"enabled":true}}}`, "spec.metrics.serviceMonitor.enabled"},
+	// memcached exits unless -I is a multiple of its 512 KiB slab chunk.
+	{"maxItemSize under 512Ki", `{"memcached":{"maxItemSize":"100Ki"}}`, "spec.memcached.maxItemSize"},
+	{"maxItemSize not a multiple of 512Ki", `{"memcached":{"maxItemSize":"1000Ki"}}`, "spec.memcached.maxItemSize"},
+	{"maxConnections above the open-files bound", `{"memcached":{"maxConnections":65537}}`, "spec.memcached.maxConnections"},
+	// Metacontroller fails the whole sync for a child whose controller-uid
+	// is not the parent's.
+	{"pod label controller-uid", `{"podLabels":{"controller-uid":"x"}}`, "spec.podLabels"},
+	{"serviceMonitor label controller-uid", `{"metrics":{"enabled":true,"serviceMonitor":{"enabled":true,"labels":{"controller-uid":"x"}}}}`, "spec.metrics.serviceMonitor.labels"},
+	// The API server would refuse the Deployment for these.
+	{"cpu request over the limit", `{"resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}`, "spec.resources.requests[cpu]"},
+	{"exporter memory request over its limit", `{"metrics":{"enabled":true,"resources":{"requests":{"memory":"1Gi"},"limits":{"memory":"64Mi"}}}}`, "spec.metrics.resources.requests[memory]"},
+	{"unknown resource name", `{"resources":{"limits":{"foo":"1"}}}`, "spec.resources.limits[foo]"},
+	{"toleration Exists with a value", `{"tolerations":[{"key":"k","operator":"Exists","value":"x"}]}`, "spec.tolerations[0].value"},
+	{"toleration with a bad effect", `{"tolerations":[{"key":"k","operator":"Equal","value":"x","effect":"Sometimes"}]}`, "spec.tolerations[0].effect"},
+	{"spread maxSkew 0", `{"topologySpreadConstraints":[{"maxSkew":0,"topologyKey":"zone","whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].maxSkew"},
+	{"spread without a topology key", `{"topologySpreadConstraints":[{"maxSkew":1,"whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].topologyKey"},
+	{"spread with a bad whenUnsatisfiable", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Nope"}]}`, "spec.topologySpreadConstraints[0].whenUnsatisfiable"},
+}
+
+// TestInvalidSpec checks what an invalid spec gets: every observed child
+// back exactly as last applied (so Metacontroller deletes and changes
+// nothing), Degraded True InvalidSpec naming the field, and Progressing False
+// InvalidSpec. It runs each spec against the children of the captures (made
+// by another hook) and against the hook's own children of all three kinds.
+func TestInvalidSpec(t *testing.T) {
+	captured := testutil.CaptureBody(t, "v2/0040-sync.json", "sync")
+	allKinds := withAllKinds(t, captured)
+	own := nextRequest(t, allKinds, callHook(t, "sync", allKinds, fixedNow))
+	// The captured children, made by another hook, are tried with a few
+	// specs only: what is kept does not depend on what is wrong.
+	few := []string{"negative size", "spec as a list", "threads 65"}
+	bases := []struct {
+		name  string
+		body  []byte
+		specs []string // the invalidSpecs to try, by name; nil means all
+	}{
+		{"own children", own, nil},
+		{"captured children", captured, few},
+		{"v1 captured children", testutil.CaptureBody(t, "v1/0031-sync.json", "sync"), few},
+	}
+	for _, base := range bases {
+		for _, tt := range invalidSpecs {
+			if base.specs != nil && !slices.Contains(base.specs, tt.name) {
+				continue
+			}
+			t.Run(base.name+"/"+tt.name, func(t *testing.T) {
+				body := withSpec(t, base.body, tt.spec)
+				a := parseAnswer(t, callHook(t, "sync", body, fixedNow))
+
+				got := a.children
+				slices.SortFunc(got, func(x, y map[string]any) int {
+					return cmp.Or(cmp.Compare(childKey(x), childKey(y)), cmp.Compare(testutil.GetString(x, "metadata", "name"), testutil.GetString(y, "metadata", "name")))
+				})
+				want := lastAppliedOf(t, body)
+				if len(want) == 0 {
+					t.Fatal("base request observes no child")
+				}
+				if diff := gocmp.Diff(testutil.DecodeAny(t, testutil.MustMarshal(t, got)), testutil.DecodeAny(t, testutil.MustMarshal(t, want))); diff != "" {
+					t.Errorf("children are not the observed last-applied configurations (-got +want):\n%s", diff)
+				}
+
+				d := a.condition(t, "Degraded")
+				if d.Status != "True" || d.Reason != "InvalidSpec" {
+					t.Errorf("Degraded = %s %s, want True InvalidSpec", d.Status, d.Reason)
+				}
+				if !namesField(d.Message, tt.field) {
+					t.Errorf("Degraded message %q does not name %s", d.Message, tt.field)
+				}
+				if p := a.condition(t, "Progressing"); p.Status != "False" || p.Reason != "InvalidSpec" {
+					t.Errorf("Progressing = %s %s, want False InvalidSpec", p.Status, p.Reason)
+				}
+			})
+		}
+	}
+}
+
+// namesField reports whether a message names a field: the field's path
+// followed by something other than more path (so "spec.size" is not named by
+// "spec.sizeLimit", and "spec" is named by "spec: ..." only).
+func namesField(msg, field string) bool {
+	for i := 0; ; {
+		j := strings.Index(msg[i:], field)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(field)
+		if end == len(msg) || !strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.[", rune(msg[end])) {
+			return true
+		}
+		i = end
+	}
+}
+
+// TestInvalidSpecWithoutChildren checks that an invalid spec with nothing
+// observed answers no children, not null.
+func TestInvalidSpecWithoutChildren(t *testing.T) {
+	body := withSpec(t, withAllKinds(t, testutil.CaptureBody(t, "v2/0002-sync.json", "sync")), `{"size":-1}`)
+	raw := callHook(t, "sync", body, fixedNow)
+	checkAnswer(t, "sync", body, raw)
+	if a := parseAnswer(t, raw); len(a.children) != 0 {
+		t.Errorf("got children %v, want none", a.childKeys())
+	}
+}
+
+// TestInvalidSpecChildWithoutLastApplied checks that an observed child with
+// no last-applied record (made by someone else) is answered as observed, less
+// its status and the metadata the API server sets, so that nothing changes.
+func TestInvalidSpecChildWithoutLastApplied(t *testing.T) {
+	body := testutil.DecodeObject(t, withSpec(t, testutil.CaptureBody(t, "v2/0040-sync.json", "sync"), `{"size":-1}`))
+	d := testutil.GetObject(body, "children", memcached.DeploymentKey, "cache/cache-a")
+	delete(testutil.GetObject(d, "metadata", "annotations"), lastApplied)
+	raw := testutil.MustMarshal(t, body)
+	a := parseAnswer(t, callHook(t, "sync", raw, fixedNow))
+
+	if len(a.children) != 1 {
+		t.Fatalf("got children %v, want the Deployment", a.childKeys())
+	}
+	got := a.children[0]
+	want := map[string]any{
+		"apiVersion": d["apiVersion"],
+		"kind":       d["kind"],
+		"metadata": map[string]any{
+			"name":        testutil.GetString(d, "metadata", "name"),
+			"namespace":   testutil.GetString(d, "metadata", "namespace"),
+			"labels":      testutil.GetObject(d, "metadata", "labels"),
+			"annotations": testutil.GetObject(d, "metadata", "annotations"),
+		},
+		"spec": d["spec"],
+	}
+	if diff := gocmp.Diff(testutil.DecodeAny(t, testutil.MustMarshal(t, got)), testutil.DecodeAny(t, testutil.MustMarshal(t, want))); diff != "" {
+		t.Errorf("kept child (-got +want):\n%s", diff)
+	}
+}
+
+// TestValidSpecEdges checks specs at the edges of what is valid: they give
+// the desired children, not InvalidSpec.
+func TestValidSpecEdges(t *testing.T) {
+	managedArgs := []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "1m"}
+	tests := []struct {
+		name  string
+		spec  string
+		check func(t *testing.T, a syncAnswer)
+	}{
+		{"size 0: no Pod, no PDB", `{"size":0}`, func(t *testing.T, a syncAnswer) {
+			wantReplicas(t, a, 0)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+		}},
+		{"size 1: no PDB", `{"size":1}`, func(t *testing.T, a syncAnswer) {
+			wantReplicas(t, a, 1)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+		}},
+		{"size unset is 1", `{}`, func(t *testing.T, a syncAnswer) {
+			wantReplicas(t, a, 1)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+		}},
+		{"spec null is the defaults", `null`, func(t *testing.T, a syncAnswer) {
+			wantReplicas(t, a, 1)
+			wantArgs(t, a, managedArgs)
+		}},
+		{"size 2: PDB maxUnavailable 1", `{"size":2}`, func(t *testing.T, a syncAnswer) {
+			wantReplicas(t, a, 2)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey)
+			p := a.pdb(t)
+			if p.Spec.MaxUnavailable == nil || *p.Spec.MaxUnavailable != intstr.FromInt32(1) || p.Spec.MinAvailable != nil {
+				t.Errorf("PDB maxUnavailable/minAvailable = %v/%v, want 1/unset", p.Spec.MaxUnavailable, p.Spec.MinAvailable)
+			}
+			if diff := gocmp.Diff(p.Spec.Selector.MatchLabels, memcached.SelectorLabels(testName)); diff != "" {
+				t.Errorf("PDB selector (-got +want):\n%s", diff)
+			}
+		}},
+		{"size 1000", `{"size":1000}`, func(t *testing.T, a syncAnswer) { wantReplicas(t, a, 1000) }},
+		{"-o idle_timeout=600 after the managed flags", `{"memcached":{"extraArgs":["-o","idle_timeout=600"]}}`, func(t *testing.T, a syncAnswer) {
+			wantArgs(t, a, append(slices.Clone(managedArgs), "-o", "idle_timeout=600"))
+		}},
+		{"flags memcached has that the operator does not manage", `{"memcached":{"extraArgs":["-M","-R","40","--enable-largepages","-o","modern"]}}`, func(t *testing.T, a syncAnswer) {
+			wantArgs(t, a, append(slices.Clone(managedArgs), "-M", "-R", "40", "--enable-largepages", "-o", "modern"))
+		}},
+		{"threads 1", `{"memcached":{"threads":1}}`, nil},
+		{"threads 64", `{"memcached":{"threads":64}}`, nil},
+		{"verbosity 2", `{"memcached":{"verbosity":2}}`, nil},
+		{"maxMemoryMB 2", `{"memcached":{"maxMemoryMB":2,"maxItemSize":"1Mi"}}`, nil},
+		{"maxItemSize 512Ki", `{"memcached":{"maxItemSize":"512Ki"}}`, nil},
+		{"maxItemSize exactly half of maxMemoryMB", `{"memcached":{"maxItemSize":"32Mi"}}`, func(t *testing.T, a syncAnswer) {
+			wantArgs(t, a, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "32m"})
+		}},
+		{"memory limit exactly maxMemoryMB + 32Mi", `{"resources":{"limits":{"memory":"96Mi"}}}`, func(t *testing.T, a syncAnswer) {
+			r := a.container(t, "memcached").Resources
+			if q := r.Limits.Memory(); q.Cmp(resource.MustParse("96Mi")) != 0 {
+				t.Errorf("memory limit = %s, want 96Mi", q)
+			}
+		}},
+		{"serviceMonitor disabled without metrics", `{"metrics":{"serviceMonitor":{"enabled":false}}}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := fixture{spec: tt.spec}.run(t, fixedNow)
+			for _, typ := range []string{"Degraded", "Progressing"} {
+				if c := a.condition(t, typ); c.Reason == "InvalidSpec" {
+					t.Fatalf("%s = %s InvalidSpec: %s", typ, c.Status, c.Message)
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, a)
+			}
+		})
+	}
+}
+
+// wantReplicas checks the answer's Deployment replicas.
+func wantReplicas(t *testing.T, a syncAnswer, want int32) {
+	t.Helper()
+	d := a.deployment(t)
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != want {
+		t.Errorf("Deployment replicas = %v, want %d", d.Spec.Replicas, want)
+	}
+}
+
+// wantKinds checks the kinds of the answer's children, in any order.
+func wantKinds(t *testing.T, a syncAnswer, want ...string) {
+	t.Helper()
+	got := a.childKeys()
+	slices.Sort(got)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if diff := gocmp.Diff(got, want); diff != "" {
+		t.Errorf("children kinds (-got +want):\n%s", diff)
+	}
+}
+
+// wantArgs checks the memcached container's argv.
+func wantArgs(t *testing.T, a syncAnswer, want []string) {
+	t.Helper()
+	c := a.container(t, "memcached")
+	if diff := gocmp.Diff(c.Args, want); diff != "" {
+		t.Errorf("memcached args (-got +want):\n%s", diff)
+	}
+	if len(c.Command) != 0 {
+		t.Errorf("memcached command = %v, want the image's entrypoint", c.Command)
+	}
+}
+
+// TestInvalidName checks that a parent whose name cannot name a Service or
+// be a label value (which an older CRD let through) makes no children, with
+// Degraded InvalidSpec naming metadata.name: the API server would refuse
+// every child, and Metacontroller's error would not reach the status.
+func TestInvalidName(t *testing.T) {
+	for _, name := range []string{"my.cache", "1cache", strings.Repeat("c", 64)} {
+		t.Run(name, func(t *testing.T) {
+			body := testutil.CaptureBody(t, "v2/0002-sync.json", "sync")
+			req := testutil.DecodeObject(t, body)
+			req["parent"].(map[string]any)["metadata"].(map[string]any)["name"] = name
+			a := parseAnswer(t, callHook(t, "sync", testutil.MustMarshal(t, req), fixedNow))
+			if len(a.children) != 0 {
+				t.Errorf("answer has %d children, want none (none observed, and none could be made)", len(a.children))
+			}
+			d := a.condition(t, "Degraded")
+			if d.Status != "True" || d.Reason != "InvalidSpec" || !strings.Contains(d.Message, "metadata.name") {
+				t.Errorf("Degraded = %s %s %q, want True InvalidSpec naming metadata.name", d.Status, d.Reason, d.Message)
+			}
+		})
+	}
+}
