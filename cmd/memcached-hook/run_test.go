@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,7 +97,7 @@ func (h *runningHook) stop(t *testing.T) error {
 // TestRunHelp checks that asking for help prints every flag, starts no
 // server and is not an error.
 func TestRunHelp(t *testing.T) {
-	flags := []string{"listen-address", "max-request-bytes", "max-concurrent-calls", "queue-timeout", "shutdown-delay", "shutdown-timeout", "log-level", "log-format",
+	flags := []string{"version", "listen-address", "max-request-bytes", "max-concurrent-calls", "max-queued-calls", "queue-timeout", "shutdown-delay", "shutdown-timeout", "log-level", "log-format",
 		"tls-cert-file", "tls-key-file", "client-ca-file", "auth-token-file", "basic-auth-username-file", "basic-auth-password-file"}
 	for _, arg := range []string{"--help", "-help", "-h"} {
 		t.Run(arg, func(t *testing.T) {
@@ -120,6 +121,26 @@ func TestRunHelp(t *testing.T) {
 				t.Errorf("help does not say flags can come from the environment:\n%s", stderr.String())
 			}
 		})
+	}
+}
+
+// TestRunVersion checks that --version prints the version and commit the
+// build stamped in (what -ldflags -X sets), starts no server and is not an
+// error.
+func TestRunVersion(t *testing.T) {
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	version, commit = "v9.8.7", "0123456789abcdef"
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, []string{"memcached-hook", "--version"}, env(nil), &stdout, &stderr); err != nil {
+		t.Fatalf("run(--version) = %v, want nil", err)
+	}
+	if got, want := stdout.String(), "memcached-hook v9.8.7 (commit 0123456789abcdef, "+runtime.Version()+")\n"; got != want {
+		t.Errorf("--version printed %q, want %q", got, want)
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("--version wrote to stderr: %s", stderr.String())
 	}
 }
 

@@ -137,11 +137,11 @@ func BenchmarkSyncParts(b *testing.B) {
 }
 
 // BenchmarkDecodeChoices decodes a 1,000-Pod request every way this hook
-// could, the figures behind the choice of DecodeRequest: encoding/json into
-// generic maps and into the typed Request, JSON v2's Unmarshal into the
-// typed Request, DecodeRequest, and the validating scans of encoding/json
-// and of JSON v2 with duplicate names allowed (a laxer floor than
-// BenchmarkFloor's).
+// could, the figures behind the choice of DecodeSyncRequest: encoding/json
+// into generic maps and into the typed request (referenceRequest, the same
+// types with JSON tags), JSON v2's Unmarshal into it, DecodeSyncRequest, and
+// the validating scans of encoding/json and of JSON v2 with duplicate names
+// allowed (a laxer floor than BenchmarkFloor's).
 func BenchmarkDecodeChoices(b *testing.B) {
 	body := benchRequests(b)[1000]
 	choices := []struct {
@@ -149,9 +149,9 @@ func BenchmarkDecodeChoices(b *testing.B) {
 		decode func() error
 	}{
 		{"v1-map", func() error { var m map[string]any; return json.Unmarshal(body, &m) }},
-		{"v1-typed", func() error { var r metacontroller.SyncRequest; return json.Unmarshal(body, &r) }},
-		{"v2-typed", func() error { var r metacontroller.SyncRequest; return jsonv2.Unmarshal(body, &r) }},
-		{"DecodeRequest", func() error { _, err := metacontroller.DecodeSyncRequest(body); return err }},
+		{"v1-typed", func() error { var r referenceRequest; return json.Unmarshal(body, &r) }},
+		{"v2-typed", func() error { var r referenceRequest; return jsonv2.Unmarshal(body, &r) }},
+		{"DecodeSyncRequest", func() error { _, err := metacontroller.DecodeSyncRequest(body); return err }},
 		{"v1-valid", func() error {
 			if !json.Valid(body) {
 				return fmt.Errorf("invalid")

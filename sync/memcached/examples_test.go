@@ -3,9 +3,12 @@ package memcached_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/testutil"
 	"sigs.k8s.io/yaml"
 )
@@ -68,4 +71,83 @@ func exampleRequest(t *testing.T, file string) []byte {
 	meta["generation"] = 1
 	meta["uid"] = "00000000-0000-0000-0000-000000000001"
 	return testutil.MustMarshal(t, testutil.FirstSync(parent))
+}
+
+// TestCurlRequests answers every request in examples/requests as the
+// README's curl walk-through does and checks what the walk-through says of
+// each answer, so that it stays true.
+func TestCurlRequests(t *testing.T) {
+	dir := filepath.Join(testutil.Root(), "examples", "requests")
+	tests := []struct {
+		file  string
+		hook  string
+		check func(t *testing.T, raw []byte)
+	}{
+		{"customize.json", "customize", func(t *testing.T, raw []byte) {
+			rules := testutil.At(testutil.DecodeObject(t, raw), "relatedResources").([]any)
+			if len(rules) != 1 || testutil.GetString(rules[0], "resource") != "pods" || testutil.GetString(rules[0], "namespace") != "cache" {
+				t.Errorf("customize answer = %s, want one rule for the Pods of namespace cache", raw)
+			}
+		}},
+		{"sync-new.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			wantReplicas(t, a, 3)
+			if len(a.status.Nodes) != 0 {
+				t.Errorf("nodes = %v, want none: nothing runs yet", a.status.Nodes)
+			}
+		}},
+		{"sync.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			wantReplicas(t, a, 5)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey)
+			if len(a.status.Nodes) != 5 || !slices.IsSorted(a.status.Nodes) || len(a.status.Endpoints) != 5 {
+				t.Errorf("nodes %v, endpoints %v: want the 5 Pods, sorted, all ready", a.status.Nodes, a.status.Endpoints)
+			}
+			// The captured Deployment runs the recording hook's image;
+			// the spec names none, so the answer moves it to the default.
+			if a.status.Image != "memcached:1.6.38-alpine" || a.container(t, "memcached").Image != v1alpha1.DefaultImage {
+				t.Errorf("status.image %q, answered image %q: want the observed 1.6.38 and the default %s", a.status.Image, a.container(t, "memcached").Image, v1alpha1.DefaultImage)
+			}
+		}},
+		{"sync-v1.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			wantReplicas(t, a, 2)
+			if len(a.status.Nodes) != 5 {
+				t.Errorf("nodes = %v, want the 5 Pods still running", a.status.Nodes)
+			}
+		}},
+		{"sync-invalid-spec.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			if d := a.condition(t, memcached.ConditionDegraded); d.Reason != string(memcached.ReasonInvalidSpec) || !namesField(d.Message, "spec.size") {
+				t.Errorf("Degraded = %s %q, want InvalidSpec naming spec.size", d.Reason, d.Message)
+			}
+			wantKinds(t, a, memcached.DeploymentKey)
+		}},
+		{"finalize.json", "finalize", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			if len(a.children) != 0 || a.finalized {
+				t.Errorf("children %d, finalized %v: want none, and not finalized while the Deployment is there", len(a.children), a.finalized)
+			}
+		}},
+		{"finalize-done.json", "finalize", func(t *testing.T, raw []byte) {
+			if a := parseAnswer(t, raw); len(a.children) != 0 || !a.finalized {
+				t.Errorf("children %d, finalized %v: want none, and finalized", len(a.children), a.finalized)
+			}
+		}},
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) != len(tests) {
+		t.Errorf("examples/requests holds %d requests, the walk-through checks %d: %v", len(files), len(tests), err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			body, err := os.ReadFile(filepath.Join(dir, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw := callHook(t, tt.hook, body, fixedNow)
+			checkAnswer(t, tt.hook, body, raw)
+			tt.check(t, raw)
+		})
+	}
 }
