@@ -44,8 +44,8 @@ image: ## build the hook's image with docker (IMAGE=REGISTRY/memcached-hook:TAG)
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
-test: vet verify-generate kube-tools ## run every test
-	$(TEST_TOOLS_ENV) $(GO) test $(RACE) -count=1 ./...
+test: vet verify-generate test-tools ## run every test
+	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.

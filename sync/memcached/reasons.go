@@ -13,38 +13,31 @@ const (
 // the words.
 type Reason string
 
-// Reasons of Available.
+// Reasons, by the condition that carries them. ReasonInvalidSpec is every
+// condition's when the spec cannot be acted on.
 const (
+	// Available.
 	ReasonEnoughPodsReady    Reason = "EnoughPodsReady"
 	ReasonNotEnoughPodsReady Reason = "NotEnoughPodsReady"
 	ReasonScaledToZero       Reason = "ScaledToZero"
-)
 
-// Reasons of Progressing.
-const (
+	// Progressing.
 	ReasonDeploymentNotObserved    Reason = "DeploymentNotObserved"
 	ReasonDeploymentUpdating       Reason = "DeploymentUpdating"
 	ReasonRollingOut               Reason = "RollingOut"
 	ReasonRolloutComplete          Reason = "RolloutComplete"
 	ReasonProgressDeadlineExceeded Reason = "ProgressDeadlineExceeded"
-	// ReasonDeleting: the Memcached is being deleted and children remain.
+	// ReasonDeleting: the Memcached is being deleted and children remain;
+	// ReasonDeleted: they are gone.
 	ReasonDeleting Reason = "Deleting"
-	// ReasonDeleted: the Memcached is being deleted and its children are
-	// gone.
-	ReasonDeleted Reason = "Deleted"
-)
+	ReasonDeleted  Reason = "Deleted"
 
-// Reasons of Degraded. ReasonInvalidSpec is also Available's and
-// Progressing's when the spec cannot be acted on.
-const (
-	ReasonAsExpected          Reason = "AsExpected"
-	ReasonInvalidSpec         Reason = "InvalidSpec"
-	ReasonChildKindNotManaged Reason = "ChildKindNotManaged"
-)
-
-// Reasons of Degraded read from the Pods: the container states and the
-// scheduling condition kubelet and the scheduler report, worst first.
-const (
+	// Degraded. After ReasonChildKindNotManaged come the reasons read from
+	// the Pods: the container states and scheduling condition kubelet and
+	// the scheduler report, worst first (see podTroubles).
+	ReasonAsExpected                 Reason = "AsExpected"
+	ReasonInvalidSpec                Reason = "InvalidSpec"
+	ReasonChildKindNotManaged        Reason = "ChildKindNotManaged"
 	ReasonOOMKilled                  Reason = "OOMKilled"
 	ReasonCrashLoopBackOff           Reason = "CrashLoopBackOff"
 	ReasonImagePullBackOff           Reason = "ImagePullBackOff"

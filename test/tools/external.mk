@@ -1,0 +1,164 @@
+# test/tools/external.mk builds the programs the end-to-end tests run that do
+# not belong in the tools module's dependency graph: kwok (fake Nodes),
+# Metacontroller and memcached (from source archives in shared/), and
+# memcached_exporter. Makefile.inc includes it; paths are relative to the
+# repository root.
+#
+# Every binary's file name carries its version, so a version bump builds a
+# new file and the old one is simply no longer used. A binary is rebuilt when
+# its version, its source archive or this file changes.
+#
+# Metacontroller and memcached come from archives outside the repository
+# (METACONTROLLER_ARCHIVE, MEMCACHED_ARCHIVE). When one is missing, its target
+# prints what is missing and succeeds without building anything, so the tests
+# that need the program can skip (outside CI) naming it.
+
+TOOLS_EXT_DEPS  := $(TOOLS_DIR)/external.mk
+TOOLS_SRC_DIR   ?= .cache/src
+TOOLS_NPROC     := $(shell nproc 2>/dev/null || echo 2)
+
+# ---- kwok: fake Nodes whose Pods become Running and Ready ------------------
+# Built with `go install pkg@version` in its own module graph (it requires
+# k8s.io/* v0.33, which the tools module cannot share with Kubernetes v1.36).
+
+KWOK_VERSION ?= v0.7.0
+KWOK_BIN     ?= $(TOOLS_BIN_DIR)/kwok-$(KWOK_VERSION)
+
+.PHONY: kwok
+kwok: $(KWOK_BIN) ## build kwok (fake nodes) into .cache/bin
+
+$(KWOK_BIN): $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	@rm -rf $(abspath $@).gobin
+	GOBIN=$(abspath $@).gobin GOWORK=off CGO_ENABLED=0 $(TOOLS_GO) install $(TOOLS_GOFLAGS) -ldflags '-s -w' sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+	mv $(abspath $@).gobin/kwok $@
+	@rm -rf $(abspath $@).gobin
+
+# ---- memcached_exporter ------------------------------------------------------
+# `go install ...@version` fails for it: it reads the module's version list
+# (for deprecation notices) and the proxy answers 403. So it is built in a
+# throw-away module generated under .cache/src that requires it; `go get`
+# resolves the exporter's own go.mod, so the graph is the same every time.
+
+MEMCACHED_EXPORTER_VERSION ?= v0.16.0
+MEMCACHED_EXPORTER_BIN     ?= $(TOOLS_BIN_DIR)/memcached_exporter-$(MEMCACHED_EXPORTER_VERSION)
+MEMCACHED_EXPORTER_PKG     := github.com/prometheus/memcached_exporter/cmd/memcached_exporter
+MEMCACHED_EXPORTER_MOD     := $(TOOLS_SRC_DIR)/memcached_exporter-$(MEMCACHED_EXPORTER_VERSION)
+# Stamped like the project's own release build (promu) does.
+MEMCACHED_EXPORTER_LDFLAGS := -s -w \
+	-X github.com/prometheus/common/version.Version=$(patsubst v%,%,$(MEMCACHED_EXPORTER_VERSION)) \
+	-X github.com/prometheus/common/version.Branch=HEAD \
+	-X github.com/prometheus/common/version.Revision=$(MEMCACHED_EXPORTER_VERSION)
+
+.PHONY: memcached-exporter
+memcached-exporter: $(MEMCACHED_EXPORTER_BIN) ## build memcached_exporter into .cache/bin
+
+$(MEMCACHED_EXPORTER_BIN): $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	rm -rf $(MEMCACHED_EXPORTER_MOD) && mkdir -p $(MEMCACHED_EXPORTER_MOD)
+	cd $(MEMCACHED_EXPORTER_MOD) && export GOWORK=off && \
+	  $(TOOLS_GO) mod init memcached-exporter-build && \
+	  $(TOOLS_GO) get $(MEMCACHED_EXPORTER_PKG)@$(MEMCACHED_EXPORTER_VERSION) && \
+	  CGO_ENABLED=0 $(TOOLS_GO) build $(TOOLS_GOFLAGS) -ldflags '$(MEMCACHED_EXPORTER_LDFLAGS)' -o $(abspath $@) $(MEMCACHED_EXPORTER_PKG)
+	@touch $@
+
+# ---- Metacontroller ----------------------------------------------------------
+# Not on the Go module proxy (its module path is `metacontroller`): built from
+# the source archive in shared/ (see shared/metacontroller/source/README.md);
+# its dependencies come from the proxy. The version is the archive's suffix.
+
+METACONTROLLER_ARCHIVE ?= ../shared/metacontroller/source/metacontroller-175eac0.tar.gz
+METACONTROLLER_VERSION ?= $(patsubst metacontroller-%.tar.gz,%,$(notdir $(METACONTROLLER_ARCHIVE)))
+METACONTROLLER_BIN     ?= $(TOOLS_BIN_DIR)/metacontroller-$(METACONTROLLER_VERSION)
+METACONTROLLER_SRC     := $(TOOLS_SRC_DIR)/metacontroller-$(METACONTROLLER_VERSION)
+
+.PHONY: metacontroller
+metacontroller: ## build Metacontroller from METACONTROLLER_ARCHIVE into .cache/bin (skipped if missing)
+ifneq ($(wildcard $(METACONTROLLER_ARCHIVE)),)
+metacontroller: $(METACONTROLLER_BIN)
+
+$(METACONTROLLER_BIN): $(METACONTROLLER_ARCHIVE) $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	rm -rf $(METACONTROLLER_SRC) && mkdir -p $(METACONTROLLER_SRC)
+	tar -xzf $(METACONTROLLER_ARCHIVE) -C $(METACONTROLLER_SRC)
+	CGO_ENABLED=0 GOWORK=off $(TOOLS_GO) -C $(METACONTROLLER_SRC) build $(TOOLS_GOFLAGS) \
+	  -ldflags '-s -w -X main.version=$(METACONTROLLER_VERSION)' -o $(abspath $@) ./pkg/cmd/metacontroller
+	@touch $@
+else
+metacontroller:
+	@echo "metacontroller: NOT BUILT: source archive METACONTROLLER_ARCHIVE=$(METACONTROLLER_ARCHIVE) is missing" \
+	  "(expected shared/metacontroller/source/ beside the repository);" \
+	  "$(if $(wildcard $(METACONTROLLER_BIN)),using the $(METACONTROLLER_BIN) built earlier,no $(METACONTROLLER_BIN): tests that need Metacontroller skip (fail under CI))" >&2
+endif
+
+# ---- memcached ---------------------------------------------------------------
+# Built from the source archive in shared/ (see
+# shared/memcached-source/README.md) with the configure flags of the official
+# image memcached:<version>-alpine. Debian's build dependencies (and the SASL
+# modules needed at run time) are installed with apt-get when missing.
+
+MEMCACHED_VERSION   ?= 1.6.45
+MEMCACHED_ARCHIVE   ?= ../shared/memcached-source/memcached-$(MEMCACHED_VERSION).tar.gz
+MEMCACHED_BIN       ?= $(TOOLS_BIN_DIR)/memcached-$(MEMCACHED_VERSION)
+MEMCACHED_SRC       := $(TOOLS_SRC_DIR)/memcached-$(MEMCACHED_VERSION)
+MEMCACHED_CONFIGURE := --enable-extstore --enable-proxy --enable-sasl --enable-sasl-pwdb --enable-tls
+MEMCACHED_DEB_DEPS  := gcc make libc6-dev autoconf automake libevent-dev libssl-dev libsasl2-dev libsasl2-modules
+
+.PHONY: memcached
+memcached: ## build memcached from MEMCACHED_ARCHIVE into .cache/bin (skipped if missing)
+ifneq ($(wildcard $(MEMCACHED_ARCHIVE)),)
+memcached: $(MEMCACHED_BIN)
+
+$(MEMCACHED_BIN): $(MEMCACHED_ARCHIVE) $(TOOLS_EXT_DEPS)
+	@$(call tools_apt_install,$(MEMCACHED_DEB_DEPS))
+	@mkdir -p $(dir $@)
+	rm -rf $(MEMCACHED_SRC) && mkdir -p $(MEMCACHED_SRC)
+	tar -xzf $(MEMCACHED_ARCHIVE) -C $(MEMCACHED_SRC) --strip-components=1
+	cd $(MEMCACHED_SRC) && ./autogen.sh >autogen.log 2>&1 || { cat $(MEMCACHED_SRC)/autogen.log; exit 1; }
+	cd $(MEMCACHED_SRC) && ./configure $(MEMCACHED_CONFIGURE) >configure.log 2>&1 || { tail -50 $(MEMCACHED_SRC)/configure.log; exit 1; }
+	$(MAKE) --no-print-directory -C $(MEMCACHED_SRC) -j$(TOOLS_NPROC) >$(MEMCACHED_SRC)/make.log 2>&1 || { tail -50 $(MEMCACHED_SRC)/make.log; exit 1; }
+	[ "$$($(MEMCACHED_SRC)/memcached -V)" = "memcached $(MEMCACHED_VERSION)" ]
+	cp $(MEMCACHED_SRC)/memcached $@
+else
+memcached:
+	@echo "memcached: NOT BUILT: source archive MEMCACHED_ARCHIVE=$(MEMCACHED_ARCHIVE) is missing" \
+	  "(expected shared/memcached-source/ beside the repository);" \
+	  "$(if $(wildcard $(MEMCACHED_BIN)),using the $(MEMCACHED_BIN) built earlier,no $(MEMCACHED_BIN): tests that need memcached skip (fail under CI))" >&2
+endif
+
+# tools_apt_install installs the Debian packages in $(1) that are not
+# installed yet (apt-get update first, as a fresh machine has no lists). It
+# does nothing where dpkg is absent (not Debian: install them by hand).
+define tools_apt_install
+if command -v dpkg-query >/dev/null; then \
+  missing=; \
+  for p in $(1); do \
+    [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; \
+  done; \
+  if [ -n "$$missing" ]; then \
+    sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+    echo "installing Debian packages:$$missing"; \
+    $$sudo apt-get update -qq && \
+    DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+  fi; \
+fi
+endef
+
+# ---- all of them -------------------------------------------------------------
+
+E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
+
+.PHONY: e2e-tools test-tools
+e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter
+test-tools: kube-tools e2e-tools ## build every program the tests run (kube-tools and e2e-tools)
+
+# E2E_TOOLS_ENV is the environment the end-to-end tests read, next to
+# TEST_TOOLS_ENV: `$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) go test ./...`. The
+# paths are set even when a binary could not be built (missing archive): a
+# test finds no file there and skips, or fails under CI.
+E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER_BIN)) \
+	KUBE_SCHEDULER_BIN=$(abspath $(KUBE_SCHEDULER_BIN)) \
+	KWOK_BIN=$(abspath $(KWOK_BIN)) \
+	METACONTROLLER_BIN=$(abspath $(METACONTROLLER_BIN)) \
+	MEMCACHED_BIN=$(abspath $(MEMCACHED_BIN)) \
+	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN))
