@@ -23,7 +23,7 @@ import (
 // defaults, so that upgrading the operator upgrades every Memcached that does
 // not pin an image; status.image shows what runs.
 const (
-	DefaultImage         = "memcached:1.6.39-alpine"
+	DefaultImage         = "memcached:1.6.45-alpine"
 	DefaultExporterImage = "quay.io/prometheus/memcached-exporter:v0.16.0"
 )
 
