@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"fmt"
 	"maps"
 	"strconv"
 
@@ -157,17 +158,47 @@ func memcachedContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 			PeriodSeconds:    5,
 			FailureThreshold: 2,
 		},
-		LivenessProbe: &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}},
-			InitialDelaySeconds: 10,
-			PeriodSeconds:       10,
-			FailureThreshold:    3,
-		},
+		LivenessProbe: livenessProbe(s, port),
 		Lifecycle: &corev1.Lifecycle{
 			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}},
 		},
 		SecurityContext: restrictedContainer(),
 	}
+}
+
+// livenessProbe tells a memcached that hangs from one that serves. A
+// tcpSocket probe cannot: the kernel completes the handshake of a stopped
+// memcached. So by default it asks memcached itself (versionCheck), with
+// the shell and busybox tools of the official Alpine images; an image
+// without them takes LivenessCheck TCP. Three misses ten seconds apart
+// restart memcached, which loses its items: a slow answer does not.
+func livenessProbe(s *v1alpha1.MemcachedSpec, port intstr.IntOrString) *corev1.Probe {
+	p := &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}},
+		InitialDelaySeconds: 10,
+		PeriodSeconds:       10,
+		FailureThreshold:    3,
+	}
+	if s.LivenessCheck != v1alpha1.LivenessCheckTCP {
+		p.ProbeHandler = corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: versionCheck(Port)}}
+		p.TimeoutSeconds = versionCheckSeconds + 2
+	}
+	return p
+}
+
+// versionCheckSeconds bounds one version check.
+const versionCheckSeconds = 3
+
+// versionCheck is the command that asks the memcached on port for its
+// version over loopback and passes on any answer: a binary-protocol
+// VERSION request then CRLF, which memcached answers in every mode the
+// operator runs it in (text and binary protocol, SASL, ASCII
+// authentication; measured on 1.6.45), while a stopped one answers
+// nothing. nc waits for memcached to close, which it does not: timeout
+// ends it.
+func versionCheck(port int) []string {
+	const request = `\200\013\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\r\n`
+	return []string{"sh", "-c", fmt.Sprintf(`test "$(printf '%s' | timeout %d nc 127.0.0.1 %d | wc -c)" -gt 0`, request, versionCheckSeconds, port)}
 }
 
 func exporterContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
@@ -204,10 +235,11 @@ func restrictedContainer() *corev1.SecurityContext {
 
 // MemcachedResources returns the memcached container's resources: the
 // user's, over defaults derived from the memcached settings. The memory
-// request and limit are equal, v1alpha1.DefaultMemoryMiB; the CPU request is
-// 100m and there is no CPU limit.
+// request and limit are equal, v1alpha1.MemoryMiB; the CPU request is 100m
+// and there is no CPU limit.
 func MemcachedResources(s *v1alpha1.MemcachedSpec) corev1.ResourceRequirements {
-	mib := v1alpha1.DefaultMemoryMiB(int64(*s.Memcached.MaxMemoryMB), int64(*s.Memcached.MaxConnections))
+	c := s.Memcached
+	mib := v1alpha1.MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), false)
 	memory := *resource.NewQuantity(mib<<20, resource.BinarySI)
 	defaults := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{

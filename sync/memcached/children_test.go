@@ -49,12 +49,14 @@ func TestArgs(t *testing.T) {
 }
 
 // defaultMemoryMi is the documented default memory of the memcached
-// container, computed here independently: maxMemoryMB, plus a quarter of it,
-// plus 5 KiB per connection, plus 32 MiB, each part rounded up to whole MiB.
-func defaultMemoryMi(maxMemoryMB, maxConnections int) int64 {
-	quarter := math.Ceil(float64(maxMemoryMB) / 4)
-	conns := math.Ceil(float64(maxConnections) * 5 / 1024)
-	return int64(maxMemoryMB) + int64(quarter) + int64(conns) + 32
+// container, computed here independently: maxMemoryMB, 17 % more for the
+// hash table, 24 KiB per connection, 0.15 MiB per thread and 8 MiB, each
+// part rounded up to whole MiB.
+func defaultMemoryMi(maxMemoryMB, maxConnections, threads int) int64 {
+	hash := math.Ceil(float64(maxMemoryMB) * 0.17)
+	conns := math.Ceil(float64(maxConnections) * 24 / 1024)
+	thr := math.Ceil(float64(threads) * 0.15)
+	return int64(maxMemoryMB) + int64(hash) + int64(conns) + int64(thr) + 8
 }
 
 // TestDefaultResources checks the memcached container's default resources
@@ -62,25 +64,25 @@ func defaultMemoryMi(maxMemoryMB, maxConnections int) int64 {
 // limit equal, from maxMemoryMB and maxConnections; CPU request 100m; no CPU
 // limit.
 func TestDefaultResources(t *testing.T) {
-	tests := []struct{ maxMemoryMB, maxConnections int }{
-		{64, 1024},
-		{100, 1000},
-		{2, 1},
-		{3, 205},
-		{1024, 65536},
-		{1 << 20, 65536},
+	tests := []struct{ maxMemoryMB, maxConnections, threads int }{
+		{64, 1024, 4},
+		{100, 1000, 4},
+		{2, 25, 1},
+		{3, 205, 7},
+		{1024, 65536, 64},
+		{1 << 20, 65536, 16},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("maxMemoryMB %d maxConnections %d", tt.maxMemoryMB, tt.maxConnections), func(t *testing.T) {
-			spec := fmt.Sprintf(`{"memcached":{"maxMemoryMB":%d,"maxConnections":%d}}`, tt.maxMemoryMB, tt.maxConnections)
+		t.Run(fmt.Sprintf("maxMemoryMB %d maxConnections %d threads %d", tt.maxMemoryMB, tt.maxConnections, tt.threads), func(t *testing.T) {
+			spec := fmt.Sprintf(`{"memcached":{"maxMemoryMB":%d,"maxConnections":%d,"threads":%d}}`, tt.maxMemoryMB, tt.maxConnections, tt.threads)
 			r := fixture{spec: spec}.run(t, fixedNow).container(t, "memcached").Resources
 			want := corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("100m"),
-					corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", defaultMemoryMi(tt.maxMemoryMB, tt.maxConnections))),
+					corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", defaultMemoryMi(tt.maxMemoryMB, tt.maxConnections, tt.threads))),
 				},
 				Limits: corev1.ResourceList{
-					corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", defaultMemoryMi(tt.maxMemoryMB, tt.maxConnections))),
+					corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", defaultMemoryMi(tt.maxMemoryMB, tt.maxConnections, tt.threads))),
 				},
 			}
 			if diff := cmp.Diff(quantities(r), quantities(want)); diff != "" {
@@ -107,7 +109,7 @@ func quantities(r corev1.ResourceRequirements) map[string]int64 {
 // defaults key by key, and that a user limit below a default request pulls
 // the request down.
 func TestUserResources(t *testing.T) {
-	def := fmt.Sprintf("%dMi", defaultMemoryMi(64, 1024))
+	def := fmt.Sprintf("%dMi", defaultMemoryMi(64, 1024, 4))
 	tests := []struct {
 		name      string
 		resources string
@@ -129,9 +131,11 @@ func TestUserResources(t *testing.T) {
 			want:      map[string]string{"requests.cpu": "100m", "requests.memory": def, "limits.memory": "1Gi"},
 		},
 		{
-			name:      "memory limit lowered pulls the request down",
-			resources: `{"limits":{"memory":"100Mi"}}`,
-			want:      map[string]string{"requests.cpu": "100m", "requests.memory": "100Mi", "limits.memory": "100Mi"},
+			// The default is also the least limit a spec may set (see
+			// TestInvalidSpec), so a memory limit only goes up.
+			name:      "memory limit at the least allowed",
+			resources: `{"limits":{"memory":"` + def + `"}}`,
+			want:      map[string]string{"requests.cpu": "100m", "requests.memory": def, "limits.memory": def},
 		},
 		{
 			name:      "CPU limit below the default request pulls it down",
@@ -139,9 +143,9 @@ func TestUserResources(t *testing.T) {
 			want:      map[string]string{"requests.cpu": "50m", "requests.memory": def, "limits.memory": def, "limits.cpu": "50m"},
 		},
 		{
-			name:      "user request kept under a lowered limit",
-			resources: `{"requests":{"memory":"97Mi"},"limits":{"memory":"100Mi"}}`,
-			want:      map[string]string{"requests.cpu": "100m", "requests.memory": "97Mi", "limits.memory": "100Mi"},
+			name:      "user request kept under a raised limit",
+			resources: `{"requests":{"memory":"97Mi"},"limits":{"memory":"1Gi"}}`,
+			want:      map[string]string{"requests.cpu": "100m", "requests.memory": "97Mi", "limits.memory": "1Gi"},
 		},
 		{
 			name:      "another resource",
@@ -180,7 +184,7 @@ func TestRequestsNeverExceedLimits(t *testing.T) {
 	}{
 		{"memcached memory request above the default limit", `{"resources":{"requests":{"memory":"512Mi"}}}`},
 		{"memcached CPU request under a larger CPU limit", `{"resources":{"requests":{"cpu":"4"},"limits":{"cpu":"8"}}}`},
-		{"memcached memory limit below the default request", `{"resources":{"limits":{"memory":"100Mi"}}}`},
+		{"memcached memory request lowered", `{"resources":{"requests":{"memory":"64Mi"}}}`},
 		{"exporter memory request above its default limit", `{"metrics":{"enabled":true,"resources":{"requests":{"memory":"128Mi"}}}}`},
 		{"exporter memory limit below its default request", `{"metrics":{"enabled":true,"resources":{"limits":{"memory":"16Mi"}}}}`},
 		{"exporter CPU limit", `{"metrics":{"enabled":true,"resources":{"limits":{"cpu":"5m"}}}}`},

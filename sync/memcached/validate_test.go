@@ -67,8 +67,34 @@ var invalidSpecs = []struct {
 	{"pod label app.kubernetes.io/name", `{"podLabels":{"app.kubernetes.io/name":"other"}}`, "spec.podLabels"},
 	{"pod label app.kubernetes.io/instance", `{"podLabels":{"app.kubernetes.io/instance":"other"}}`, "spec.podLabels"},
 	{"pod label app.kubernetes.io/managed-by", `{"podLabels":{"app.kubernetes.io/managed-by":"me"}}`, "spec.podLabels"},
-	{"memory limit under maxMemoryMB + 32Mi", `{"resources":{"limits":{"memory":"95Mi"}}}`, "spec.resources.limits[memory]"},
-	{"memory limit under a larger maxMemoryMB + 32Mi", `{"memcached":{"maxMemoryMB":1024},"resources":{"limits":{"memory":"1Gi"}}}`, "spec.resources.limits[memory]"},
+	// The least memory limit: 64 + 11 + 24 + 1 + 8 = 108Mi for the
+	// defaults (README, "Memory").
+	{"memory limit under what memcached can use", `{"resources":{"limits":{"memory":"107Mi"}}}`, "spec.resources.limits[memory]"},
+	{"memory limit under a larger maxMemoryMB's need", `{"memcached":{"maxMemoryMB":1024},"resources":{"limits":{"memory":"1Gi"}}}`, "spec.resources.limits[memory]"},
+	{"memory limit under many connections' need", `{"memcached":{"maxConnections":19000},"resources":{"limits":{"memory":"205Mi"}}}`, "spec.resources.limits[memory]"},
+	// memcached takes 5 descriptors per thread before any client: these
+	// exit at start or serve almost nobody.
+	{"16 connections for 4 threads", `{"memcached":{"maxConnections":16}}`, "spec.memcached.maxConnections"},
+	{"100 connections for 64 threads", `{"memcached":{"maxConnections":100,"threads":64}}`, "spec.memcached.maxConnections"},
+	{"39 connections for 4 threads", `{"memcached":{"maxConnections":39}}`, "spec.memcached.maxConnections"},
+	// extraArgs as memcached reads them.
+	{"extraArgs trailing -o", `{"memcached":{"extraArgs":["-o","modern","-o"]}}`, "spec.memcached.extraArgs[2]"},
+	{"extraArgs trailing --extended", `{"memcached":{"extraArgs":["--extended"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs bare word", `{"memcached":{"extraArgs":["modern"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs --", `{"memcached":{"extraArgs":["-M","--","-R","5"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs unknown option", `{"memcached":{"extraArgs":["-q"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs unknown long option", `{"memcached":{"extraArgs":["--foo"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs ambiguous long option", `{"memcached":{"extraArgs":["--enable-s"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs value on a flag", `{"memcached":{"extraArgs":["--disable-cas=yes"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs unknown -o suboption", `{"memcached":{"extraArgs":["-o","foo=bar"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -o suboption after a space", `{"memcached":{"extraArgs":["-o","idle_timeout=30, modern"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -o slab_sizes without a value", `{"memcached":{"extraArgs":["-o","slab_sizes"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -o hashpower without a value", `{"memcached":{"extraArgs":["-ohashpower"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -o ssl option", `{"memcached":{"extraArgs":["-o","ssl_verify_mode=2"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -B binary with metrics", `{"metrics":{"enabled":true},"memcached":{"extraArgs":["-B","binary"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -B junk", `{"memcached":{"extraArgs":["-B","json"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -Z", `{"memcached":{"extraArgs":["-Z"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -e", `{"memcached":{"extraArgs":["-e","/tmp/mem"]}}`, "spec.memcached.extraArgs[0]"},
 	{"memory limit not a quantity", `{"resources":{"limits":{"memory":"lots"}}}`, "spec.resources.limits[memory]"},
 	{"memory request over the limit", `{"resources":{"requests":{"memory":"200Mi"},"limits":{"memory":"128Mi"}}}`, "spec.resources.requests[memory]"},
 	{"serviceMonitor without metrics", `{"metrics":{"serviceMonitor":{"enabled":true}}}`, "spec.metrics.serviceMonitor.enabled"},
@@ -254,14 +280,22 @@ func TestValidSpecEdges(t *testing.T) {
 		{"threads 64", `{"memcached":{"threads":64}}`, nil},
 		{"verbosity 2", `{"memcached":{"verbosity":2}}`, nil},
 		{"maxMemoryMB 2", `{"memcached":{"maxMemoryMB":2,"maxItemSize":"1Mi"}}`, nil},
+		{"40 connections for 4 threads", `{"memcached":{"maxConnections":40}}`, nil},
+		{"340 connections for 64 threads", `{"memcached":{"maxConnections":340,"threads":64}}`, nil},
+		{"-B binary without metrics", `{"memcached":{"extraArgs":["-B","binary"]}}`, nil},
+		{"-o with several suboptions", `{"memcached":{"extraArgs":["-o","modern,idle_timeout=600,slab_automove"]}}`, nil},
+		{"a short option group with a value", `{"memcached":{"extraArgs":["-MR40"]}}`, nil},
+		{"a long option by an unambiguous prefix", `{"memcached":{"extraArgs":["--disable-ev"]}}`, nil},
 		{"maxItemSize 512Ki", `{"memcached":{"maxItemSize":"512Ki"}}`, nil},
 		{"maxItemSize exactly half of maxMemoryMB", `{"memcached":{"maxItemSize":"32Mi"}}`, func(t *testing.T, a syncAnswer) {
 			wantArgs(t, a, []string{"-p", "11211", "-m", "64", "-c", "1024", "-t", "4", "-I", "32m"})
 		}},
-		{"memory limit exactly maxMemoryMB + 32Mi", `{"resources":{"limits":{"memory":"96Mi"}}}`, func(t *testing.T, a syncAnswer) {
+		// 64 + 11 (hash table) + 24 (1,024 busy connections) + 1 (4
+		// threads) + 8 MiB: the least the spec may ask for.
+		{"memory limit exactly the least allowed", `{"resources":{"limits":{"memory":"108Mi"}}}`, func(t *testing.T, a syncAnswer) {
 			r := a.container(t, "memcached").Resources
-			if q := r.Limits.Memory(); q.Cmp(resource.MustParse("96Mi")) != 0 {
-				t.Errorf("memory limit = %s, want 96Mi", q)
+			if q := r.Limits.Memory(); q.Cmp(resource.MustParse("108Mi")) != 0 {
+				t.Errorf("memory limit = %s, want 108Mi", q)
 			}
 		}},
 		{"serviceMonitor disabled without metrics", `{"metrics":{"serviceMonitor":{"enabled":false}}}`, nil},

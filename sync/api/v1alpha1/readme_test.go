@@ -12,15 +12,21 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// readmeRows reads the README's spec table: field (without backticks) to
-// its default and meaning columns.
-func readmeRows(t *testing.T) map[string][2]string {
+// readme is the README.
+func readme(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n### spec\n")
+	return string(b)
+}
+
+// readmeRows reads the README's spec table: field (without backticks) to
+// its default and meaning columns.
+func readmeRows(t *testing.T) map[string][2]string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme(t), "\n### spec\n")
 	if !ok {
 		t.Fatal("README has no ### spec section")
 	}
@@ -140,10 +146,15 @@ func TestREADMEDocumentsTheAPI(t *testing.T) {
 		}
 	}
 
-	for field, want := range map[string]string{"image": DefaultImage, "metrics.image": DefaultExporterImage} {
+	for field, want := range map[string]string{"image": DefaultImage, "metrics.image": DefaultExporterImage, "livenessCheck": string(LivenessCheckVersion)} {
 		if got := rows[field][0]; got != "`"+want+"`" {
 			t.Errorf("README: spec.%s defaults to %s, settings.go says %s", field, got, want)
 		}
+	}
+	var d MemcachedSpec
+	d.Default()
+	if want := fmt.Sprintf("(%dMi for the defaults)", memoryOf(&d)); !strings.Contains(readme(t), want) {
+		t.Errorf("README's memory formula does not say %s", want)
 	}
 	for _, letter := range managedShort {
 		if !strings.Contains(rows["memcached.extraArgs"][1], "-"+string(letter)) {

@@ -61,7 +61,7 @@ var Settings = []Setting{
 	// memcached sets both of its open-files limits to -c, and without
 	// CAP_SYS_RESOURCE cannot raise the hard one past what the container
 	// runtime gives (often 524288 or 1048576): Max stays well under it.
-	IntSetting{Path: "memcached.maxConnections", Flag: "-c", Long: "conn-limit", Default: 1024, Min: 1, Max: 65536,
+	IntSetting{Path: "memcached.maxConnections", Flag: "-c", Long: "conn-limit", Default: 1024, Min: int32(MinConnections(1)), Max: 65536,
 		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.MaxConnections }},
 	IntSetting{Path: "memcached.threads", Flag: "-t", Long: "threads", Default: 4, Min: 1, Max: 64,
 		Value: func(s *MemcachedSpec) **int32 { return &s.Memcached.Threads }},
@@ -183,69 +183,113 @@ func (s QuantitySetting) setDefault(spec *MemcachedSpec) {
 // check is done by the rule Schema returns.
 func (s QuantitySetting) check(*MemcachedSpec) *field.Error { return nil }
 
-// reservedFlags are the memcached flags extraArgs may not set besides the
-// settings' own: the operator sets the port, and the others would move
-// memcached off it, change its user, daemonise it, or print and exit.
-var reservedFlags = []struct{ Flag, Long string }{
-	{"-p", "port"}, {"-l", "listen"}, {"-s", "unix-socket"}, {"-u", "user"},
-	{"-d", "daemon"}, {"-U", "udp-port"}, {"-h", "help"}, {"-V", "version"}, {"-i", "license"},
-}
-
 // managedShort and managedLong are the short option letters and long
-// option names extraArgs may not set.
+// option names extraArgs may not set: the settings' and those forbidden
+// for other reasons (extraargs.go).
 var managedShort, managedLong = managedFlags()
 
 // managedFlags returns the short option letters and long option names
 // extraArgs may not set, in a fixed order.
 func managedFlags() (short string, long []string) {
-	add := func(flag, name string) {
-		if flag != "" {
-			short += flag[1:]
-			long = append(long, name)
+	for _, st := range Settings {
+		if f, l := st.Flags(); f != "" {
+			short += f[1:]
+			long = append(long, l)
 		}
 	}
-	for _, st := range Settings {
-		add(st.Flags())
+	for _, letter := range []byte(shortOptions) {
+		if _, ok := forbidden[letter]; ok {
+			short += string(letter)
+		}
 	}
-	for _, r := range reservedFlags {
-		add(r.Flag, r.Long)
-	}
-	return short, long
+	return short, append(long, forbiddenLongs()...)
 }
 
-// SetsManagedFlag tells whether an extraArgs item would set a flag the
-// operator manages: a short option group holding one of its letters, or a
-// long option whose name is a prefix of one of its names (memcached's
-// getopt_long takes any unambiguous prefix, --thr=8 included).
-func SetsManagedFlag(arg string) bool {
-	if name, ok := strings.CutPrefix(arg, "--"); ok {
-		name, _, _ = strings.Cut(name, "=")
-		return slices.ContainsFunc(managedLong, func(l string) bool { return strings.HasPrefix(l, name) })
-	}
-	return strings.HasPrefix(arg, "-") && strings.ContainsAny(arg[1:], managedShort)
-}
-
-// Memory sizing. memcached uses more than -m: connection buffers, the hash
-// table and slab bookkeeping come on top, and a limit that is too tight is
-// the most common way memcached dies on Kubernetes (OOM-killed).
+// Connections. memcached sets both of its open-files limits to -c and
+// takes file descriptors before it serves anyone: three for standard I/O,
+// three for its main event loop, five per worker thread (two eventfds, an
+// epoll, a pipe pair) and one per listening socket. It serves
+// c - 7 - 5·threads - listeners clients, and exits at start below
+// 6 + 5·threads + listeners (memcached.c:main, thread.c:
+// memcached_thread_init; measured on 1.6.45: the smallest -c that answers
+// one client is 14, 29, 49, 89 and 329 at 1, 4, 8, 16 and 64 threads with
+// one listener).
 const (
-	// MemoryHeadroomMiB is the least a memory limit must exceed
-	// maxMemoryMB by, and the fixed part of the default.
-	MemoryHeadroomMiB = 32
-	// connectionKiB is what the default memory allows per connection.
-	connectionKiB = 5
+	descriptorsPerThread = 5
+	// descriptorsFixed is the 7 of the rule plus the 3 listeners the Pod
+	// may have: every address on IPv4 and IPv6, and a loopback one.
+	descriptorsFixed = 7 + 3
+	// minClients are the client connections a Memcached must leave room
+	// for, the exporter's and the liveness check's among them.
+	minClients = 10
 )
 
-// DefaultMemoryMiB is the memory request and limit of a memcached container
-// whose spec sets neither: maxMemoryMB, a quarter more for the hash table and
-// slab overhead, connectionKiB per allowed connection and the headroom.
-func DefaultMemoryMiB(maxMemoryMB, maxConnections int64) int64 {
-	m, c := maxMemoryMB, maxConnections
-	return m + (m+3)/4 + (c*connectionKiB+1023)/1024 + MemoryHeadroomMiB
+// MinConnections is the smallest -c that leaves room for minClients with
+// threads worker threads.
+func MinConnections(threads int64) int64 {
+	return descriptorsPerThread*threads + descriptorsFixed + minClients
 }
 
-// MemoryFloorMiB is the smallest memory limit a spec may set.
-func MemoryFloorMiB(maxMemoryMB int64) int64 { return maxMemoryMB + MemoryHeadroomMiB }
+// Memory sizing. memcached uses more than -m: the hash table, connections
+// and threads come on top, and a limit that is too tight is the most
+// common way memcached dies on Kubernetes (OOM-killed). The constants are
+// measured on memcached 1.6.45 (README, "Memory"): every one is an upper
+// bound of what was measured.
+const (
+	// hashTablePercent: the hash table holds 8 bytes per bucket and
+	// doubles when items exceed 1.5 buckets, keeping the old table until
+	// the move ends; with the smallest items (96-byte chunks) its peak is
+	// at most m/6, 16.7 % (measured 16.4 to 16.6 % at the worst m), and
+	// slab pages add 0.4 %.
+	hashTablePercent = 17
+	// connectionKiB is what a connection can hold while a request is read:
+	// its 16 KiB read buffer, the connection and the kernel's socket
+	// (measured 20.5 to 22.7 KiB, in a memory cgroup); a value being set
+	// is allocated inside -m.
+	connectionKiB = 24
+	// tlsConnectionKiB is the same over TLS (measured 31.5 KiB).
+	tlsConnectionKiB = 34
+	// threadPercentMiB is the memory of a worker thread, in hundredths of
+	// a MiB (measured 0.09 to 0.13 MiB).
+	threadPercentMiB = 15
+	// baseMiB is the process before any of these (measured 4.9 to 5.4 MiB
+	// and the initial 0.5 MiB hash table).
+	baseMiB = 8
+)
+
+// MemoryMiB is what memcached can use with maxMemoryMB of items, the hash
+// table at its peak with the smallest items, every allowed connection in
+// the middle of a request, and its threads: both the default memory request
+// and limit, and the least memory limit a spec may set.
+//
+//	m + ceil(17·m/100) + ceil(24·c/1024) + ceil(15·t/100) + 8   (34·c over TLS)
+func MemoryMiB(maxMemoryMB, maxConnections, threads int64, tls bool) int64 {
+	m, c, t := maxMemoryMB, maxConnections, threads
+	perConnection := int64(connectionKiB)
+	if tls {
+		perConnection = tlsConnectionKiB
+	}
+	return m + ceilDiv(hashTablePercent*m, 100) + ceilDiv(perConnection*c, 1024) + ceilDiv(threadPercentMiB*t, 100) + baseMiB
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// memoryCEL is MemoryMiB in CEL, with self at spec.
+func memoryCEL() string {
+	ceil := func(x string, d int) string { return fmt.Sprintf("(%s + %d) / %d", x, d-1, d) }
+	m, c, t := "self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"
+	return fmt.Sprintf("%s + %s + %s + %s + %d", m,
+		ceil(fmt.Sprintf("%d * %s", hashTablePercent, m), 100),
+		ceil(fmt.Sprintf("%d * %s", connectionKiB, c), 1024),
+		ceil(fmt.Sprintf("%d * %s", threadPercentMiB, t), 100),
+		baseMiB)
+}
+
+// memoryOf is MemoryMiB for a spec that has its defaults.
+func memoryOf(s *MemcachedSpec) int64 {
+	c := s.Memcached
+	return MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), false)
+}
 
 // Labels the operator and Metacontroller own on every Pod: the first two
 // select the Pods and never change over an object's life (a Deployment's
@@ -278,7 +322,8 @@ type Rule struct {
 	CEL     string
 	Message string
 	// Holds tells whether m passes. m's spec has its defaults, as the API
-	// server's has when it runs the rule.
+	// server's has when it runs the rule. It is as strict as CEL, or
+	// stricter where CEL cannot follow (extraArgs).
 	Holds func(m *Memcached) bool
 	// Explain, if set, is what the hook reports when the rule fails, more
 	// precise than Message (say, naming the list item at fault).
@@ -380,12 +425,18 @@ var Rules = func() []Rule {
 	}, {
 		On:    "spec",
 		Field: ".resources.limits['memory']",
-		CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (self.memcached.maxMemoryMB + %d) * %d",
-			hasLimit, defaulted("self.memcached.maxMemoryMB"), isBytes(limit), quantityBytes(limit), MemoryHeadroomMiB, 1<<20),
-		Message: fmt.Sprintf("resources.limits.memory must be at least memcached.maxMemoryMB + %dMi: memcached needs memory beyond -m for connections and its hash table", MemoryHeadroomMiB),
+		CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (%s) * %d",
+			hasLimit, defaulted("self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"),
+			isBytes(limit), quantityBytes(limit), memoryCEL(), 1<<20),
+		Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)",
 		Holds: func(m *Memcached) bool {
 			limit, ok := memoryBytes(m.Spec.Resources, true)
-			return !ok || limit >= MemoryFloorMiB(int64(*m.Spec.Memcached.MaxMemoryMB))<<20
+			return !ok || limit >= memoryOf(&m.Spec)<<20
+		},
+		Explain: func(m *Memcached) field.ErrorList {
+			limit, _ := memory(m.Spec.Resources, true)
+			return field.ErrorList{field.Invalid(pathOf("spec.resources.limits['memory']"), limit.String(), fmt.Sprintf(
+				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)", memoryOf(&m.Spec)))}
 		},
 	}, {
 		On:    "spec",
@@ -410,22 +461,29 @@ var Rules = func() []Rule {
 			return !ok || b*2 <= int64(*c.MaxMemoryMB)<<20
 		},
 	}, {
-		On: "spec.memcached.extraArgs",
-		CEL: fmt.Sprintf("self.all(a, !a.matches('^-[^-]*[%s]') && !(a.startsWith('--') && %s.exists(f, f.startsWith(a.substring(2).split('=')[0]))))",
-			short, celList(long)),
-		Message: fmt.Sprintf("extraArgs must not set a flag the operator manages (%s, their long forms or any prefix of them); pass -o and its value as two items", flagList(short)),
+		On:    "spec.memcached",
+		Field: ".maxConnections",
+		CEL: fmt.Sprintf("!(%s) || self.maxConnections >= %d * self.threads + %d",
+			defaulted("self.maxConnections", "self.threads"), descriptorsPerThread, descriptorsFixed+minClients),
+		Message: fmt.Sprintf("maxConnections must be at least %d × threads + %d: memcached takes %d file descriptors per worker thread and up to %d more before it serves anyone, and this leaves %d clients",
+			descriptorsPerThread, descriptorsFixed+minClients, descriptorsPerThread, descriptorsFixed, minClients),
 		Holds: func(m *Memcached) bool {
-			return !slices.ContainsFunc(m.Spec.Memcached.ExtraArgs, SetsManagedFlag)
+			c := m.Spec.Memcached
+			return int64(*c.MaxConnections) >= MinConnections(int64(*c.Threads))
 		},
-		Explain: func(m *Memcached) field.ErrorList {
-			var errs field.ErrorList
-			for i, a := range m.Spec.Memcached.ExtraArgs {
-				if SetsManagedFlag(a) {
-					errs = append(errs, field.Invalid(pathOf("spec.memcached.extraArgs").Index(i), a, "sets a flag the operator manages"))
-				}
-			}
-			return errs
-		},
+	}, {
+		// CEL cannot follow memcached's parsing; it refuses what one item
+		// shows (a managed flag in a group of options, before any that
+		// takes a value, whose value would follow; --) and a last item
+		// that needs a value.
+		// The hook's check is memcached's own reading (extraArgsErrors).
+		On: "spec.memcached.extraArgs",
+		CEL: fmt.Sprintf("self.all(a, a != '--' && !a.matches('^-[%s]*[%s]') && !(a.startsWith('--') && %s.exists(f, f.startsWith(a.substring(2).split('=')[0])))) && (size(self) == 0 || !(self[size(self) - 1] in %s))",
+			flagOptions(), short, celList(long), celList(valueOptions())),
+		Message: fmt.Sprintf("extraArgs must not set a flag the operator manages (%s, their long forms or any prefix of them), nor end with an option that needs a value; pass -o and its value as two items",
+			flagList(short)),
+		Holds:   func(m *Memcached) bool { return len(extraArgsErrors(&m.Spec)) == 0 },
+		Explain: func(m *Memcached) field.ErrorList { return extraArgsErrors(&m.Spec) },
 	}, {
 		On:      "spec.metrics",
 		Field:   ".serviceMonitor.enabled",

@@ -95,7 +95,26 @@ type MemcachedSpec struct {
 	// Metrics adds a Prometheus exporter beside memcached.
 	// +optional
 	Metrics *MetricsSpec `json:"metrics,omitempty"`
+
+	// LivenessCheck is how kubelet tells a memcached that hangs from one
+	// that serves: Version (the default) asks memcached itself for its
+	// version over loopback, with the image's sh, nc and timeout (the
+	// official Alpine images have them); TCP only checks that the port
+	// accepts connections, which a stopped memcached still does, for an
+	// image without them.
+	// +kubebuilder:validation:Enum=Version;TCP
+	// +optional
+	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
 }
+
+// LivenessCheck is how memcached's liveness is checked.
+type LivenessCheck string
+
+// The liveness checks.
+const (
+	LivenessCheckVersion LivenessCheck = "Version"
+	LivenessCheckTCP     LivenessCheck = "TCP"
+)
 
 // MemcachedConfig holds the memcached flags the operator manages. Each
 // field's default, bounds and flag are in settings.go.

@@ -28,6 +28,9 @@ func (s *MemcachedSpec) Default() {
 	if s.Metrics != nil && s.Metrics.Image == "" {
 		s.Metrics.Image = DefaultExporterImage
 	}
+	if s.LivenessCheck == "" {
+		s.LivenessCheck = LivenessCheckVersion
+	}
 }
 
 // Validate checks a Memcached whose spec has its defaults: the bounds and
