@@ -144,12 +144,22 @@ if command -v dpkg-query >/dev/null; then \
 fi
 endef
 
+# ---- what test/pod runs Pods with --------------------------------------------
+# busybox stands in for the official Alpine images' tools (sh, nc, timeout,
+# pidof...); nsenter (util-linux) and ip (iproute2) make the Pod's namespaces.
+
+POD_DEB_DEPS := busybox util-linux iproute2
+
+.PHONY: pod-tools
+pod-tools: ## install what test/pod needs besides memcached (busybox, nsenter, ip)
+	@$(call tools_apt_install,$(POD_DEB_DEPS))
+
 # ---- all of them -------------------------------------------------------------
 
 E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
 
 .PHONY: e2e-tools test-tools
-e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter
+e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter
 test-tools: kube-tools e2e-tools ## build every program the tests run (kube-tools and e2e-tools)
 
 # E2E_TOOLS_ENV is the environment the end-to-end tests read, next to
