@@ -14,10 +14,10 @@
 // against the real binaries: memcached starts with exactly the settings
 // the spec asks for, probes see what they should, sidecars do their job.
 //
-// It needs root (namespaces, another user), util-linux's nsenter, iproute2's
-// ip and busybox, and finds memcached and the exporter through MEMCACHED_BIN
-// and MEMCACHED_EXPORTER_BIN (make test sets them; make test-tools builds
-// them). Without them a test skips, naming what is missing, unless CI is
+// It needs root (namespaces, another user), util-linux's nsenter and
+// setpriv, iproute2's ip and busybox, and finds memcached and the exporter
+// through MEMCACHED_BIN and MEMCACHED_EXPORTER_BIN (make test sets them;
+// make test-tools builds them). Without them a test skips, naming what is missing, unless CI is
 // set, in which case it fails.
 package pod
 
@@ -71,6 +71,7 @@ type Pod struct {
 	volumes      map[string]string // volume name to its directory here
 	images       map[string]Image
 	busybox      string
+	initFailure  *InitFailure
 
 	mu         sync.Mutex
 	containers map[string]*Container
@@ -95,6 +96,19 @@ type Options struct {
 	// Skip names containers not to start (they can be started later with
 	// Start).
 	Skip []string
+	// InitMayFail lets an init container exit non-zero: the Pod then
+	// starts no container, and InitFailure tells what happened, as
+	// kubelet's status would. Without it such a Pod fails the test.
+	InitMayFail bool
+}
+
+// InitFailure is an init container that exited non-zero: its name, exit
+// code and output (what kubelet's FallbackToLogsOnError termination
+// message holds).
+type InitFailure struct {
+	Container string
+	ExitCode  int
+	Output    string
 }
 
 // Run starts the Pod of template: its sandbox, then its init containers one
@@ -139,6 +153,12 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 			t.Fatal(err)
 		}
 		p.volumes[v.Name] = vdir
+		if v.EmptyDir != nil {
+			// kubelet makes an emptyDir writable by every user.
+			if err := os.Chmod(vdir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if v.Secret != nil {
 			if files, ok := opts.Secrets[v.Secret.SecretName]; ok {
 				p.writeSecret(v, files)
@@ -155,7 +175,11 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 		}
 		code, out := p.exec(c, p.commandOf(c), 2*time.Minute)
 		if code != 0 {
-			t.Fatalf("pod: init container %s exited %d:\n%s", c.Name, code, out)
+			if !opts.InitMayFail {
+				t.Fatalf("pod: init container %s exited %d:\n%s", c.Name, code, out)
+			}
+			p.initFailure = &InitFailure{Container: c.Name, ExitCode: code, Output: out}
+			return p
 		}
 	}
 	for _, c := range template.Spec.Containers {
@@ -166,12 +190,21 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 	return p
 }
 
+// InitFailure is the init container that failed, if one did (see
+// Options.InitMayFail).
+func (p *Pod) InitFailure() (InitFailure, bool) {
+	if p.initFailure == nil {
+		return InitFailure{}, false
+	}
+	return *p.initFailure, true
+}
+
 // closeInheritedFiles marks the test process's inherited descriptors
 // close-on-exec, once.
 var closeInheritedFiles sync.Once
 
 // binaries are the programs a Pod needs.
-type binaries struct{ memcached, exporter, busybox, nsenter, ip string }
+type binaries struct{ memcached, exporter, busybox, nsenter, setpriv, ip string }
 
 func lookup(t testing.TB) binaries {
 	t.Helper()
@@ -187,7 +220,7 @@ func lookup(t testing.TB) binaries {
 	for _, prog := range []struct {
 		name string
 		dst  *string
-	}{{"busybox", &b.busybox}, {"nsenter", &b.nsenter}, {"ip", &b.ip}} {
+	}{{"busybox", &b.busybox}, {"nsenter", &b.nsenter}, {"setpriv", &b.setpriv}, {"ip", &b.ip}} {
 		path, err := exec.LookPath(prog.name)
 		if err != nil {
 			missing = append(missing, prog.name+" is not installed")
@@ -352,9 +385,20 @@ func (p *Pod) startSandbox() {
 // PATH.
 func (p *Pod) nsenter(c corev1.Container, argv []string) *exec.Cmd {
 	uid, gid := p.user(c)
-	args := []string{"--target", strconv.Itoa(p.sandbox.Process.Pid), "--net", "--pid", "--mount",
-		"--setuid", strconv.FormatInt(uid, 10), "--setgid", strconv.FormatInt(gid, 10), "--", "env", "-i",
-		"PATH=" + p.pathOf(c), "HOME=/"}
+	// setpriv, not nsenter's --setuid, for the supplementary groups
+	// kubelet gives: fsGroup and supplementalGroups.
+	groups := []string{strconv.FormatInt(gid, 10)}
+	if sc := p.spec.SecurityContext; sc != nil {
+		if sc.FSGroup != nil {
+			groups = append(groups, strconv.FormatInt(*sc.FSGroup, 10))
+		}
+		for _, g := range sc.SupplementalGroups {
+			groups = append(groups, strconv.FormatInt(g, 10))
+		}
+	}
+	args := []string{"--target", strconv.Itoa(p.sandbox.Process.Pid), "--net", "--pid", "--mount", "--",
+		"setpriv", "--reuid", strconv.FormatInt(uid, 10), "--regid", strconv.FormatInt(gid, 10), "--groups", strings.Join(groups, ","), "--",
+		"env", "-i", "PATH=" + p.pathOf(c), "HOME=/"}
 	for _, e := range c.Env {
 		args = append(args, e.Name+"="+e.Value)
 	}
@@ -676,6 +720,12 @@ func (p *Pod) writeSecret(v corev1.Volume, files map[string][]byte) {
 		}
 		if err := os.Chmod(filepath.Join(stamp, path), mode); err != nil {
 			p.t.Fatal(err)
+		}
+		// kubelet gives a Secret's files to the Pod's fsGroup.
+		if sc := p.spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+			if err := os.Chown(filepath.Join(stamp, path), 0, int(*sc.FSGroup)); err != nil {
+				p.t.Fatal(err)
+			}
 		}
 	}
 	tmp := filepath.Join(dir, "..data_tmp")

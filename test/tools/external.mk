@@ -146,12 +146,13 @@ endef
 
 # ---- what test/pod runs Pods with --------------------------------------------
 # busybox stands in for the official Alpine images' tools (sh, nc, timeout,
-# pidof...); nsenter (util-linux) and ip (iproute2) make the Pod's namespaces.
+# pidof...); nsenter, setpriv (util-linux) and ip (iproute2) make the Pod's
+# namespaces and user.
 
 POD_DEB_DEPS := busybox util-linux iproute2
 
 .PHONY: pod-tools
-pod-tools: ## install what test/pod needs besides memcached (busybox, nsenter, ip)
+pod-tools: ## install what test/pod needs besides memcached (busybox, nsenter, setpriv, ip)
 	@$(call tools_apt_install,$(POD_DEB_DEPS))
 
 # ---- all of them -------------------------------------------------------------
