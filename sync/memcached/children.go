@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,9 @@ func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, manage
 	if managed[ServiceMonitorKey] && wantsServiceMonitor(s) {
 		children = append(children, serviceMonitor(p, s))
 	}
+	if managed[NetworkPolicyKey] {
+		children = append(children, networkPolicy(p, s))
+	}
 	return children
 }
 
@@ -90,6 +94,21 @@ func deployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[apps
 	if metricsEnabled(s) {
 		containers = append(containers, exporterContainer(s))
 	}
+	var initContainers []corev1.Container
+	if secured(s) {
+		initContainers = []corev1.Container{scriptContainer(s, checkContainer, checkScript(s))}
+		containers = append(containers, scriptContainer(s, reloadContainer, reloadScript(s)))
+	}
+	var shareProcesses *bool
+	if reloadsBySignal(s) {
+		// The reload sidecar signals memcached.
+		shareProcesses = ptr(true)
+	}
+	var fsGroup *int64
+	if secured(s) {
+		// The Secrets' files are readable by this group only.
+		fsGroup = ptr(int64(memcachedUID))
+	}
 	spread := s.TopologySpreadConstraints
 	if spread == nil {
 		spread = defaultSpread(name)
@@ -114,7 +133,10 @@ func deployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[apps
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: s.PodAnnotations},
 				Spec: corev1.PodSpec{
+					InitContainers:                initContainers,
 					Containers:                    containers,
+					Volumes:                       securityVolumes(s),
+					ShareProcessNamespace:         shareProcesses,
 					AutomountServiceAccountToken:  ptr(false),
 					EnableServiceLinks:            ptr(false),
 					TerminationGracePeriodSeconds: ptr(int64(terminationGraceSeconds)),
@@ -122,6 +144,7 @@ func deployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[apps
 						RunAsNonRoot:   ptr(true),
 						RunAsUser:      ptr(int64(memcachedUID)),
 						RunAsGroup:     ptr(int64(memcachedUID)),
+						FSGroup:        fsGroup,
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
 					Affinity:                  s.Affinity,
@@ -136,23 +159,27 @@ func deployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[apps
 }
 
 // Args returns memcached's argv for a spec with its defaults: the port, each
-// memcached setting as v1alpha1.Settings says, then extraArgs.
+// memcached setting as v1alpha1.Settings says, TLS and authentication, then
+// extraArgs.
 func Args(s *v1alpha1.MemcachedSpec) []string {
 	args := []string{"-p", strconv.Itoa(Port)}
 	for _, st := range v1alpha1.Settings {
 		args = append(args, st.Args(s)...)
 	}
+	args = append(args, securityArgs(s)...)
 	return append(args, s.Memcached.ExtraArgs...)
 }
 
 func memcachedContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 	port := intstr.FromString("memcached")
 	return corev1.Container{
-		Name:      "memcached",
-		Image:     s.Image,
-		Args:      Args(s),
-		Ports:     []corev1.ContainerPort{{Name: "memcached", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
-		Resources: MemcachedResources(s),
+		Name:         "memcached",
+		Image:        s.Image,
+		Args:         Args(s),
+		Env:          securityEnv(s),
+		VolumeMounts: mounts(s, false),
+		Ports:        []corev1.ContainerPort{{Name: "memcached", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
+		Resources:    MemcachedResources(s),
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port}},
 			PeriodSeconds:    5,
@@ -180,7 +207,7 @@ func livenessProbe(s *v1alpha1.MemcachedSpec, port intstr.IntOrString) *corev1.P
 		FailureThreshold:    3,
 	}
 	if s.LivenessCheck != v1alpha1.LivenessCheckTCP {
-		p.ProbeHandler = corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: versionCheck(Port)}}
+		p.ProbeHandler = corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: versionCheck(localPort(s))}}
 		p.TimeoutSeconds = versionCheckSeconds + 2
 	}
 	return p
@@ -213,7 +240,7 @@ func exporterContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 		Name:  "exporter",
 		Image: s.Metrics.Image,
 		Args: []string{
-			"--memcached.address=localhost:" + strconv.Itoa(Port),
+			"--memcached.address=localhost:" + strconv.Itoa(localPort(s)),
 			"--web.listen-address=:" + strconv.Itoa(ExporterPort),
 		},
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: ExporterPort, Protocol: corev1.ProtocolTCP}},
@@ -238,8 +265,7 @@ func restrictedContainer() *corev1.SecurityContext {
 // request and limit are equal, v1alpha1.MemoryMiB; the CPU request is 100m
 // and there is no CPU limit.
 func MemcachedResources(s *v1alpha1.MemcachedSpec) corev1.ResourceRequirements {
-	c := s.Memcached
-	mib := v1alpha1.MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), false)
+	mib := v1alpha1.MemoryOf(s)
 	memory := *resource.NewQuantity(mib<<20, resource.BinarySI)
 	defaults := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
@@ -369,3 +395,43 @@ func serviceMonitor(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// networkPolicy lets Pods of the Memcached's namespace, and the peers the
+// spec lists, reach memcached's port, and the exporter's when it runs;
+// nothing else reaches the Pods (where the network plugin enforces
+// NetworkPolicy). Kubelet's probes come from the node, which NetworkPolicy
+// does not govern.
+func networkPolicy(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[networkingv1.NetworkPolicySpec] {
+	var np v1alpha1.NetworkPolicySpec
+	if s.NetworkPolicy != nil {
+		np = *s.NetworkPolicy
+	}
+	rule := func(port int, peers *v1alpha1.Peers) networkingv1.NetworkPolicyIngressRule {
+		tcp := corev1.ProtocolTCP
+		r := networkingv1.NetworkPolicyIngressRule{
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt(port))}},
+		}
+		if peers != nil && peers.AllowAll {
+			return r // no from: every source
+		}
+		// An empty podSelector: every Pod of the policy's namespace.
+		r.From = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
+		if peers != nil {
+			r.From = append(r.From, peers.From...)
+		}
+		return r
+	}
+	ingress := []networkingv1.NetworkPolicyIngressRule{rule(Port, np.Memcached)}
+	if metricsEnabled(s) {
+		ingress = append(ingress, rule(ExporterPort, np.Metrics))
+	}
+	return object[networkingv1.NetworkPolicySpec]{
+		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		Metadata: childMeta(p),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: SelectorLabels(p.Name)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress:     ingress,
+		},
+	}
+}

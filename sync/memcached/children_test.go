@@ -265,7 +265,7 @@ func TestMetrics(t *testing.T) {
 // it selects the Service's metrics port, and that a wanted but unmanaged one
 // is reported in Degraded.
 func TestServiceMonitor(t *testing.T) {
-	allKinds := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.ServiceMonitorKey}
+	allKinds := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey, memcached.ServiceMonitorKey}
 	tests := []struct {
 		name         string
 		spec         string
@@ -414,7 +414,7 @@ func TestChildrenHaveNoStatus(t *testing.T) {
 	}
 	for _, spec := range specs {
 		t.Run(spec, func(t *testing.T) {
-			a := fixture{spec: spec, deployment: convergedDeploy(3), kinds: []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.ServiceMonitorKey}}.run(t, fixedNow)
+			a := fixture{spec: spec, deployment: convergedDeploy(3), kinds: []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey, memcached.ServiceMonitorKey}}.run(t, fixedNow)
 			for _, c := range a.children {
 				if _, ok := c["status"]; ok {
 					t.Errorf("%s has a status field", childKey(c))

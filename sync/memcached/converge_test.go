@@ -123,6 +123,7 @@ func TestNextRequestKeepsWhatMetacontrollerRecords(t *testing.T) {
 	}
 	wantKeys := []string{
 		"Deployment.apps/v1 cache/cache-a",
+		"NetworkPolicy.networking.k8s.io/v1 cache/cache-a",
 		"PodDisruptionBudget.policy/v1 cache/cache-a",
 		"Service.v1 cache/cache-a",
 	}

@@ -99,7 +99,7 @@ func TestCurlRequests(t *testing.T) {
 		{"sync.json", "sync", func(t *testing.T, raw []byte) {
 			a := parseAnswer(t, raw)
 			wantReplicas(t, a, 5)
-			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey)
 			if len(a.status.Nodes) != 5 || !slices.IsSorted(a.status.Nodes) || len(a.status.Endpoints) != 5 {
 				t.Errorf("nodes %v, endpoints %v: want the 5 Pods, sorted, all ready", a.status.Nodes, a.status.Endpoints)
 			}
@@ -122,6 +122,31 @@ func TestCurlRequests(t *testing.T) {
 				t.Errorf("Degraded = %s %q, want InvalidSpec naming spec.size", d.Reason, d.Message)
 			}
 			wantKinds(t, a, memcached.DeploymentKey)
+		}},
+		{"sync-tls.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey)
+			args := strings.Join(a.container(t, "memcached").Args, " ")
+			if !strings.Contains(args, "-Z") || !strings.Contains(args, "ssl_verify_mode=2") || !strings.Contains(args, "notls:127.0.0.1:11212") {
+				t.Errorf("memcached args %q: want TLS, client certificates required, plain text on loopback only", args)
+			}
+			if v := a.deployment(t).Spec.Template.Spec.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "cache-a-tls" {
+				t.Errorf("volumes %+v, want Secret cache-a-tls", v)
+			}
+		}},
+		{"sync-auth.json", "sync", func(t *testing.T, raw []byte) {
+			a := parseAnswer(t, raw)
+			if args := a.container(t, "memcached").Args; !slices.Contains(args, "-S") {
+				t.Errorf("memcached args %q: want SASL (-S)", args)
+			}
+			d := a.condition(t, memcached.ConditionDegraded)
+			if d.Status != "True" || d.Reason != string(memcached.ReasonSecretNotUsable) ||
+				!strings.Contains(d.Message, `spec.auth.secretName: Secret "cache-a-users" has no users`) || !strings.Contains(d.Message, "cache-a-6f9c8d7b54-q7x2m") {
+				t.Errorf("Degraded = %s %s %q, want True SecretNotUsable naming the field, the Secret and the Pod", d.Status, d.Reason, d.Message)
+			}
+			if av := a.condition(t, memcached.ConditionAvailable); av.Status != "True" {
+				t.Errorf("Available = %s %q, want True: the old Pods still serve", av.Status, av.Message)
+			}
 		}},
 		{"finalize.json", "finalize", func(t *testing.T, raw []byte) {
 			a := parseAnswer(t, raw)

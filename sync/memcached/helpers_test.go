@@ -259,6 +259,16 @@ type pod struct {
 	terminated     string // its terminated reason
 	lastTerminated string // its last state's terminated reason
 	unschedulable  bool
+	check          *checkRun // the check init container's state; nil means none
+}
+
+// checkRun is how the check init container ended: its exit code and
+// termination message, and whether kubelet is waiting to run it again (a
+// crash loop, the last run in lastState).
+type checkRun struct {
+	exitCode  int32
+	message   string
+	restarted bool
 }
 
 // readyPods returns n ready Pods named <prefix>-0 to <prefix>-(n-1), with
@@ -337,6 +347,21 @@ func (p pod) object() corev1.Pod {
 		}
 		o.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
 	}
+	if c := p.check; c != nil {
+		end := &corev1.ContainerStateTerminated{ExitCode: c.exitCode, Message: c.message, Reason: "Completed"}
+		if c.exitCode != 0 {
+			end.Reason = "Error"
+		}
+		ics := corev1.ContainerStatus{Name: "check", Image: v1alpha1.DefaultImage}
+		if c.restarted {
+			ics.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+			ics.LastTerminationState.Terminated = end
+			ics.RestartCount = 3
+		} else {
+			ics.State.Terminated = end
+		}
+		o.Status.InitContainerStatuses = []corev1.ContainerStatus{ics}
+	}
 	return o
 }
 
@@ -368,7 +393,7 @@ func (f fixture) body(t *testing.T) []byte {
 	}
 	kinds := f.kinds
 	if kinds == nil {
-		kinds = []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey}
+		kinds = []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey}
 	}
 	children := map[string]map[string]any{}
 	for _, k := range kinds {
@@ -434,9 +459,10 @@ func (f fixture) run(t *testing.T, now time.Time) syncAnswer {
 	return parseAnswer(t, callHook(t, hook, f.body(t), now))
 }
 
-// withAllKinds returns the request body with an empty entry for Services and
-// PodDisruptionBudgets added to children, as a CompositeController that
-// manages all three kinds (and has not made the new ones yet) sends it.
+// withAllKinds returns the request body with an empty entry for Services,
+// PodDisruptionBudgets and NetworkPolicies added to children, as a
+// CompositeController that manages all of them (and has not made the new
+// ones yet) sends it.
 func withAllKinds(t *testing.T, body []byte) []byte {
 	t.Helper()
 	req := testutil.DecodeObject(t, body)
@@ -444,7 +470,7 @@ func withAllKinds(t *testing.T, body []byte) []byte {
 	if children == nil {
 		t.Fatal("request has no children map")
 	}
-	for _, k := range []string{memcached.ServiceKey, memcached.PDBKey} {
+	for _, k := range []string{memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey} {
 		if _, ok := children[k]; !ok {
 			children[k] = map[string]any{}
 		}

@@ -33,11 +33,13 @@ const (
 	ReasonDeleted  Reason = "Deleted"
 
 	// Degraded. After ReasonChildKindNotManaged come the reasons read from
-	// the Pods: the container states and scheduling condition kubelet and
-	// the scheduler report, worst first (see podTroubles).
+	// the Pods, worst first (see podTroubles): the check container's
+	// refusal (a Secret without a key), then the container states and
+	// scheduling condition kubelet and the scheduler report.
 	ReasonAsExpected                 Reason = "AsExpected"
 	ReasonInvalidSpec                Reason = "InvalidSpec"
 	ReasonChildKindNotManaged        Reason = "ChildKindNotManaged"
+	ReasonSecretNotUsable            Reason = "SecretNotUsable"
 	ReasonOOMKilled                  Reason = "OOMKilled"
 	ReasonCrashLoopBackOff           Reason = "CrashLoopBackOff"
 	ReasonImagePullBackOff           Reason = "ImagePullBackOff"
@@ -48,6 +50,6 @@ const (
 
 // podTroubles are the reasons Degraded reports from the Pods, worst first.
 var podTroubles = []Reason{
-	ReasonOOMKilled, ReasonCrashLoopBackOff, ReasonImagePullBackOff, ReasonErrImagePull,
+	ReasonSecretNotUsable, ReasonOOMKilled, ReasonCrashLoopBackOff, ReasonImagePullBackOff, ReasonErrImagePull,
 	ReasonCreateContainerConfigError, ReasonUnschedulable,
 }

@@ -229,9 +229,16 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1
 		return cond(ConditionDegraded, true, ReasonInvalidSpec, truncate(specErr, maxMessage))
 	}
 	found := map[Reason][]string{}
+	var secretProblem string // the first Pod's, by name
 	for _, pod := range obs.pods {
 		for _, r := range podTroubleReasons(pod) {
 			found[r] = append(found[r], pod.Metadata.Name)
+		}
+		if msg, ok := checkFailure(pod); ok {
+			found[ReasonSecretNotUsable] = append(found[ReasonSecretNotUsable], pod.Metadata.Name)
+			if secretProblem == "" {
+				secretProblem = msg
+			}
 		}
 	}
 	var reason Reason
@@ -240,6 +247,10 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1
 		if pods := found[r]; len(pods) > 0 {
 			if reason == "" {
 				reason = r
+			}
+			if r == ReasonSecretNotUsable {
+				msgs = append(msgs, fmt.Sprintf("%s: %s (%s)", r, secretProblem, listNames(pods)))
+				continue
 			}
 			msgs = append(msgs, string(r)+": "+listNames(pods))
 		}
@@ -265,7 +276,7 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1
 // missingKinds names the child kinds the spec needs that the
 // CompositeController does not manage, so the hook could not make them.
 func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
-	need := []string{ServiceKey}
+	need := []string{ServiceKey, NetworkPolicyKey}
 	if *s.Size > 1 {
 		need = append(need, PDBKey)
 	}
@@ -279,6 +290,28 @@ func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
 		}
 	}
 	return missing
+}
+
+// checkFailure tells whether a Pod's check container refused to start
+// memcached, and why: the last line it wrote, which names the field and
+// the Secret (never a value; see checkScript). A check that failed before
+// and passed since is no failure.
+func checkFailure(pod metacontroller.Pod) (string, bool) {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != checkContainer {
+			continue
+		}
+		end := cs.State.Terminated
+		if end == nil && cs.State.Waiting != nil {
+			end = cs.LastState.Terminated
+		}
+		if end == nil || end.ExitCode == 0 {
+			return "", false
+		}
+		lines := strings.Split(strings.TrimSpace(end.Message), "\n")
+		return truncate(strings.TrimSpace(lines[len(lines)-1]), 256), true
+	}
+	return "", false
 }
 
 func podTroubleReasons(pod metacontroller.Pod) []Reason {

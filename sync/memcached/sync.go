@@ -29,6 +29,7 @@ const (
 	ServiceKey        = "Service.v1"
 	PDBKey            = "PodDisruptionBudget.policy/v1"
 	ServiceMonitorKey = "ServiceMonitor.monitoring.coreos.com/v1"
+	NetworkPolicyKey  = "NetworkPolicy.networking.k8s.io/v1"
 )
 
 // ManagedBy is the app.kubernetes.io/managed-by label of every child.

@@ -71,6 +71,8 @@ var invalidSpecs = []struct {
 	// defaults (README, "Memory").
 	{"memory limit under what memcached can use", `{"resources":{"limits":{"memory":"107Mi"}}}`, "spec.resources.limits[memory]"},
 	{"memory limit under a larger maxMemoryMB's need", `{"memcached":{"maxMemoryMB":1024},"resources":{"limits":{"memory":"1Gi"}}}`, "spec.resources.limits[memory]"},
+	// Over TLS a connection costs 64 KiB: 64 + 11 + 64 + 1 + 8.
+	{"memory limit under what memcached can use over TLS", `{"tls":{"secretName":"c"},"resources":{"limits":{"memory":"147Mi"}}}`, "spec.resources.limits[memory]"},
 	{"memory limit under many connections' need", `{"memcached":{"maxConnections":19000},"resources":{"limits":{"memory":"205Mi"}}}`, "spec.resources.limits[memory]"},
 	// memcached takes 5 descriptors per thread before any client: these
 	// exit at start or serve almost nobody.
@@ -115,6 +117,28 @@ var invalidSpecs = []struct {
 	{"toleration with a bad effect", `{"tolerations":[{"key":"k","operator":"Equal","value":"x","effect":"Sometimes"}]}`, "spec.tolerations[0].effect"},
 	{"spread maxSkew 0", `{"topologySpreadConstraints":[{"maxSkew":0,"topologyKey":"zone","whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].maxSkew"},
 	{"spread without a topology key", `{"topologySpreadConstraints":[{"maxSkew":1,"whenUnsatisfiable":"ScheduleAnyway"}]}`, "spec.topologySpreadConstraints[0].topologyKey"},
+	// TLS, authentication, who may connect.
+	{"tls without secretName", `{"tls":{}}`, "spec.tls.secretName"},
+	{"tls secretName not a name", `{"tls":{"secretName":"Cache_TLS"}}`, "spec.tls.secretName"},
+	{"tls clientCertificates unknown", `{"tls":{"secretName":"c","clientCertificates":"Optional"}}`, "spec.tls.clientCertificates"},
+	{"tls minVersion 1.1", `{"tls":{"secretName":"c","minVersion":"1.1"}}`, "spec.tls.minVersion"},
+	{"tls minVersion as a number", `{"tls":{"secretName":"c","minVersion":1.3}}`, "spec.tls.minVersion"},
+	{"tls unknown field", `{"tls":{"secretName":"c","caSecretName":"d"}}`, "spec.tls.caSecretName"},
+	{"auth secretName not a name", `{"auth":{"secretName":"users/admin"}}`, "spec.auth.secretName"},
+	{"auth mode unknown", `{"auth":{"secretName":"u","mode":"PLAIN"}}`, "spec.auth.mode"},
+	{"auth with metrics", `{"auth":{"secretName":"u"},"metrics":{"enabled":true}}`, "spec.metrics.enabled"},
+	{"extraArgs -B ascii with SASL", `{"auth":{"secretName":"u"},"memcached":{"extraArgs":["-B","ascii"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -B auto with SASL", `{"auth":{"secretName":"u"},"memcached":{"extraArgs":["-Bauto"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -B binary with ASCII auth", `{"auth":{"secretName":"u","mode":"ASCII"},"memcached":{"extraArgs":["-B","binary"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs -S", `{"memcached":{"extraArgs":["-S"]}}`, "spec.memcached.extraArgs[0]"},
+	{"extraArgs -Y", `{"memcached":{"extraArgs":["-Y","/tmp/users"]}}`, "spec.memcached.extraArgs[0]"},
+	{"networkPolicy allowAll and from", `{"networkPolicy":{"memcached":{"allowAll":true,"from":[{"podSelector":{}}]}}}`, "spec.networkPolicy.memcached.allowAll"},
+	{"networkPolicy metrics allowAll and from", `{"networkPolicy":{"metrics":{"allowAll":true,"from":[{"podSelector":{}}]}}}`, "spec.networkPolicy.metrics.allowAll"},
+	{"networkPolicy empty peer", `{"networkPolicy":{"memcached":{"from":[{}]}}}`, "spec.networkPolicy.memcached.from[0]"},
+	{"networkPolicy ipBlock not a CIDR", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.1"}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock.cidr"},
+	{"networkPolicy except outside the block", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16","except":["10.1.0.0/24"]}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock.except[0]"},
+	{"networkPolicy ipBlock with a podSelector", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16"},"podSelector":{}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock"},
+	{"networkPolicy bad selector", `{"networkPolicy":{"metrics":{"from":[{"namespaceSelector":{"matchExpressions":[{"key":"a","operator":"Near"}]}}]}}}`, "spec.networkPolicy.metrics.from[0].namespaceSelector"},
 	{"spread with a bad whenUnsatisfiable", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Nope"}]}`, "spec.topologySpreadConstraints[0].whenUnsatisfiable"},
 }
 
@@ -244,15 +268,15 @@ func TestValidSpecEdges(t *testing.T) {
 	}{
 		{"size 0: no Pod, no PDB", `{"size":0}`, func(t *testing.T, a syncAnswer) {
 			wantReplicas(t, a, 0)
-			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.NetworkPolicyKey)
 		}},
 		{"size 1: no PDB", `{"size":1}`, func(t *testing.T, a syncAnswer) {
 			wantReplicas(t, a, 1)
-			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.NetworkPolicyKey)
 		}},
 		{"size unset is 1", `{}`, func(t *testing.T, a syncAnswer) {
 			wantReplicas(t, a, 1)
-			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.NetworkPolicyKey)
 		}},
 		{"spec null is the defaults", `null`, func(t *testing.T, a syncAnswer) {
 			wantReplicas(t, a, 1)
@@ -260,7 +284,7 @@ func TestValidSpecEdges(t *testing.T) {
 		}},
 		{"size 2: PDB maxUnavailable 1", `{"size":2}`, func(t *testing.T, a syncAnswer) {
 			wantReplicas(t, a, 2)
-			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey)
+			wantKinds(t, a, memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey)
 			p := a.pdb(t)
 			if p.Spec.MaxUnavailable == nil || *p.Spec.MaxUnavailable != intstr.FromInt32(1) || p.Spec.MinAvailable != nil {
 				t.Errorf("PDB maxUnavailable/minAvailable = %v/%v, want 1/unset", p.Spec.MaxUnavailable, p.Spec.MinAvailable)

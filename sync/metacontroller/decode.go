@@ -276,6 +276,8 @@ func decodePodStatus(d *jsontext.Decoder, s *PodStatus) error {
 			s.PodIP, o.err = readString(d)
 		case "conditions":
 			o.err = decodeList(d, &s.Conditions, decodePodCondition)
+		case "initContainerStatuses":
+			o.err = decodeList(d, &s.InitContainerStatuses, decodeContainerStatus)
 		case "containerStatuses":
 			o.err = decodeList(d, &s.ContainerStatuses, decodeContainerStatus)
 		default:

@@ -93,10 +93,11 @@ type PodMeta struct {
 
 // PodStatus is the part of a Pod's status the hook reads.
 type PodStatus struct {
-	Phase             string            `json:"phase"`
-	PodIP             string            `json:"podIP"`
-	Conditions        []PodCondition    `json:"conditions"`
-	ContainerStatuses []ContainerStatus `json:"containerStatuses"`
+	Phase                 string            `json:"phase"`
+	PodIP                 string            `json:"podIP"`
+	Conditions            []PodCondition    `json:"conditions"`
+	InitContainerStatuses []ContainerStatus `json:"initContainerStatuses"`
+	ContainerStatuses     []ContainerStatus `json:"containerStatuses"`
 }
 
 // PodCondition is one of a Pod's conditions.
@@ -107,7 +108,8 @@ type PodCondition struct {
 }
 
 // ContainerStatus is the part of a container's status that tells a crash
-// loop, an image pull failure or an OOM kill.
+// loop, an image pull failure, an OOM kill or, for the check init
+// container, why it refused to start memcached.
 type ContainerStatus struct {
 	Name      string         `json:"name"`
 	Ready     bool           `json:"ready"`
@@ -121,9 +123,12 @@ type ContainerState struct {
 	Terminated *StateReason `json:"terminated"`
 }
 
-// StateReason is why a container waits or ended.
+// StateReason is why a container waits or ended, and for an end, its exit
+// code and termination message.
 type StateReason struct {
-	Reason string `json:"reason"`
+	Reason   string `json:"reason"`
+	ExitCode int32  `json:"exitCode"`
+	Message  string `json:"message"`
 }
 
 // SyncResponse is the answer to a sync or finalize call. Its fields are

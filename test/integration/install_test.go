@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/kube"
@@ -130,6 +131,74 @@ func TestInstall(t *testing.T) {
 			t.Run(name, func(t *testing.T) { testHookAnswer(t, c, hook, name) })
 		}
 	})
+
+	t.Run("the NetworkPolicy selects exactly the Memcached's Pods", func(t *testing.T) {
+		testNetworkPolicySelects(t, c, hook)
+	})
+}
+
+// testNetworkPolicySelects creates, for real, Pods from the templates the
+// hook answers for two Memcacheds and a Pod that carries only some of the
+// labels, applies the NetworkPolicy the hook answers for the first, and
+// asks the API server which Pods its podSelector selects (what a network
+// plugin enforces it on): the first Memcached's Pods, and nothing else.
+func testNetworkPolicySelects(t *testing.T, c *kube.Cluster, hook string) {
+	const selectNS = "np-select"
+	kubectl(t, c, nil, "create", "namespace", selectNS)
+	answer := func(name string) (policy map[string]any, template json.RawMessage) {
+		t.Helper()
+		var resp struct {
+			Children []map[string]any `json:"children"`
+		}
+		post(t, hook+"/sync", testutil.FirstSync(getJSON(t, c, "memcached/"+name)), &resp)
+		for _, child := range resp.Children {
+			switch child["kind"] {
+			case "NetworkPolicy":
+				policy = child
+			case "Deployment":
+				template, _ = json.Marshal(child["spec"].(map[string]any)["template"])
+			}
+		}
+		if policy == nil || template == nil {
+			t.Fatalf("the hook answers %s no NetworkPolicy or no Deployment", name)
+		}
+		return policy, template
+	}
+	policy, own := answer("memcached-auth")
+	_, other := answer("memcached-tls")
+	createPod := func(name string, template json.RawMessage) {
+		t.Helper()
+		var tmpl struct {
+			Metadata map[string]any `json:"metadata"`
+			Spec     map[string]any `json:"spec"`
+		}
+		mustUnmarshal(t, template, &tmpl)
+		tmpl.Metadata["name"], tmpl.Metadata["namespace"] = name, selectNS
+		b, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": tmpl.Metadata, "spec": tmpl.Spec})
+		kubectl(t, c, b, "create", "-f", "-")
+	}
+	createPod("auth-0", own)
+	createPod("auth-1", own)
+	createPod("tls-0", other)
+	kubectl(t, c, nil, "run", "-n", selectNS, "lookalike", "--image=memcached", "--labels=app.kubernetes.io/name=memcached,app.kubernetes.io/managed-by=memcached-operator")
+
+	policy["metadata"].(map[string]any)["namespace"] = selectNS
+	b, _ := json.Marshal(policy)
+	kubectl(t, c, b, "apply", "-f", "-")
+	var stored struct {
+		Spec struct {
+			PodSelector metav1.LabelSelector `json:"podSelector"`
+		} `json:"spec"`
+	}
+	mustUnmarshal(t, []byte(kubectl(t, c, nil, "get", "-n", selectNS, "networkpolicy/memcached-auth", "-o", "json")), &stored)
+	selector, err := metav1.LabelSelectorAsSelector(&stored.Spec.PodSelector)
+	if err != nil || selector.Empty() {
+		t.Fatalf("the stored podSelector %v selects every Pod or is invalid: %v", stored.Spec.PodSelector, err)
+	}
+	got := strings.Fields(kubectl(t, c, nil, "get", "pods", "-n", selectNS, "-l", selector.String(), "-o", "jsonpath={.items[*].metadata.name}"))
+	if want := []string{"auth-0", "auth-1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("the NetworkPolicy (podSelector %s) selects %v, want %v", selector, got, want)
+	}
 }
 
 // testHookAnswer asks the real hook to sync a Memcached as the API server
@@ -282,6 +351,17 @@ func testInvalid(t *testing.T, c *kube.Cluster) {
 		{name: "spread skew not a number", spec: `topologySpreadConstraints: [{maxSkew: one, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]`, want: []string{"spec.topologySpreadConstraints[0].maxSkew", "integer"}},
 		{name: "priority class name too long", spec: `priorityClassName: ` + strings.Repeat("p", 254), want: []string{"spec.priorityClassName", "253"}},
 		{name: "metrics enabled not a bool", spec: `metrics: {enabled: "yes"}`, want: []string{"spec.metrics.enabled", "boolean"}},
+		{name: "tls without a Secret", spec: `tls: {}`, want: []string{"spec.tls.secretName", "Required value"}},
+		{name: "tls Secret name not a name", spec: `tls: {secretName: Cache_TLS}`, want: []string{"spec.tls.secretName", "must be a Secret's name"}},
+		{name: "tls client certificates unknown", spec: `tls: {secretName: c, clientCertificates: Optional}`, want: []string{"spec.tls.clientCertificates", "Unsupported value"}},
+		{name: "tls 1.1", spec: `tls: {secretName: c, minVersion: "1.1"}`, want: []string{"spec.tls.minVersion", "Unsupported value"}},
+		{name: "auth without a Secret", spec: `auth: {mode: SASL}`, want: []string{"spec.auth.secretName", "Required value"}},
+		{name: "auth mode unknown", spec: `auth: {secretName: u, mode: PLAIN}`, want: []string{"spec.auth.mode", "Unsupported value"}},
+		{name: "auth with metrics", spec: `{auth: {secretName: u}, metrics: {enabled: true}}`, want: []string{"spec.metrics.enabled", "cannot go with auth"}},
+		{name: "memory limit too tight over TLS", spec: `{tls: {secretName: c}, resources: {limits: {memory: 147Mi}}}`, want: []string{"spec.resources.limits[memory]", "at least what memcached can use"}},
+		{name: "extra arg -S", spec: `memcached: {extraArgs: ["-S"]}`, want: []string{"spec.memcached.extraArgs", "must not set a flag the operator manages"}},
+		{name: "network policy allowAll and from", spec: `networkPolicy: {memcached: {allowAll: true, from: [{podSelector: {}}]}}`, want: []string{"spec.networkPolicy.memcached.allowAll", "set one or the other"}},
+		{name: "network policy peer not an object", spec: `networkPolicy: {metrics: {from: [monitoring]}}`, want: []string{"spec.networkPolicy.metrics.from[0]", "object"}},
 		{name: "pod annotations not strings", spec: `podAnnotations: {team: [a]}`, want: []string{"spec.podAnnotations.team", "string"}},
 	}
 	for _, tc := range cases {

@@ -65,6 +65,13 @@ func settingsOf(t *testing.T, object []byte) map[string]string {
 				MaxItemSize    *resource.Quantity `json:"maxItemSize"`
 				Verbosity      *int64             `json:"verbosity"`
 			} `json:"memcached"`
+			TLS *struct {
+				ClientCertificates string `json:"clientCertificates"`
+				MinVersion         string `json:"minVersion"`
+			} `json:"tls"`
+			Auth *struct {
+				Mode string `json:"mode"`
+			} `json:"auth"`
 		} `json:"spec"`
 	}
 	if err := yaml.Unmarshal(object, &obj); err != nil {
@@ -81,14 +88,36 @@ func settingsOf(t *testing.T, object []byte) map[string]string {
 	if m.MaxItemSize != nil {
 		item = m.MaxItemSize.Value()
 	}
-	return map[string]string{
-		"tcpport":       "11211",
-		"maxbytes":      fmt.Sprint(or(m.MaxMemoryMB, 64) << 20),
-		"maxconns":      fmt.Sprint(or(m.MaxConnections, 1024)),
-		"num_threads":   fmt.Sprint(or(m.Threads, 4)),
-		"item_size_max": fmt.Sprint(item),
-		"verbosity":     fmt.Sprint(or(m.Verbosity, 0)),
+	want := map[string]string{
+		"tcpport":            "11211",
+		"maxbytes":           fmt.Sprint(or(m.MaxMemoryMB, 64) << 20),
+		"maxconns":           fmt.Sprint(or(m.MaxConnections, 1024)),
+		"num_threads":        fmt.Sprint(or(m.Threads, 4)),
+		"item_size_max":      fmt.Sprint(item),
+		"verbosity":          fmt.Sprint(or(m.Verbosity, 0)),
+		"ssl_enabled":        "no",
+		"auth_enabled_sasl":  "no",
+		"auth_enabled_ascii": "no",
 	}
+	if tls := obj.Spec.TLS; tls != nil {
+		want["ssl_enabled"], want["ssl_verify_mode"], want["ssl_min_version"] = "yes", "0", "tlsv1.2"
+		if tls.ClientCertificates == "Required" {
+			// ssl_verify_mode=2 reads back as OpenSSL's flags:
+			// SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT.
+			want["ssl_verify_mode"] = "3"
+		}
+		if tls.MinVersion == "1.3" {
+			want["ssl_min_version"] = "tlsv1.3"
+		}
+	}
+	if a := obj.Spec.Auth; a != nil {
+		if a.Mode == "ASCII" {
+			want["auth_enabled_ascii"] = "/run/memcached/auth/users"
+		} else {
+			want["auth_enabled_sasl"] = "yes"
+		}
+	}
+	return want
 }
 
 // checkSettings compares memcached's stats settings with want.
@@ -120,8 +149,9 @@ func TestExamplesRun(t *testing.T) {
 			if refusal != "" {
 				t.Fatalf("the CRD refuses the example: %s", refusal)
 			}
-			p := pod.Run(t, template(t, answer(t, stored)), pod.Options{})
-			checkSettings(t, dial(t, p, memcached.Port).stats(t, "stats settings"), settingsOf(t, stored))
+			tmpl := template(t, answer(t, stored))
+			p := pod.Run(t, tmpl, pod.Options{Secrets: secretsFor(t, tmpl)})
+			checkSettings(t, statsSettings(t, p, tmpl), settingsOf(t, stored))
 		})
 	}
 }

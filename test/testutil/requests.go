@@ -17,6 +17,7 @@ var ManagedKinds = []string{
 	"Service.v1",
 	"PodDisruptionBudget.policy/v1",
 	"ServiceMonitor.monitoring.coreos.com/v1",
+	"NetworkPolicy.networking.k8s.io/v1",
 }
 
 // FirstSync is the first sync request Metacontroller sends for parent (a

@@ -202,11 +202,19 @@ func optionErrors(s *MemcachedSpec, o option, args []string, path *field.Path) f
 	case 'o':
 		return suboptionErrors(at, item, o.value)
 	case 'B':
+		sasl := s.Auth != nil && s.Auth.Mode == AuthModeSASL
+		ascii := s.Auth != nil && s.Auth.Mode == AuthModeASCII
 		switch o.value {
 		case "auto", "ascii":
+			if sasl {
+				return field.ErrorList{field.Invalid(at, item, "SASL (spec.auth) speaks the binary protocol only: memcached exits with -B "+o.value)}
+			}
 		case "binary":
-			if s.Metrics != nil && s.Metrics.Enabled {
+			switch {
+			case s.Metrics != nil && s.Metrics.Enabled:
 				return field.ErrorList{field.Invalid(at, item, "-B binary shuts out the text protocol, which the exporter (spec.metrics) speaks")}
+			case ascii:
+				return field.ErrorList{field.Invalid(at, item, "ASCII authentication (spec.auth) is the text protocol's: memcached exits with -B binary")}
 			}
 		default:
 			return field.ErrorList{field.NotSupported(at, o.value, []string{"auto", "binary", "ascii"})}

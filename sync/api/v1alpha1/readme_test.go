@@ -146,14 +146,20 @@ func TestREADMEDocumentsTheAPI(t *testing.T) {
 		}
 	}
 
-	for field, want := range map[string]string{"image": DefaultImage, "metrics.image": DefaultExporterImage, "livenessCheck": string(LivenessCheckVersion)} {
+	var withAll MemcachedSpec
+	withAll.TLS, withAll.Auth = &TLSSpec{}, &AuthSpec{}
+	withAll.Default()
+	for field, want := range map[string]string{
+		"image": DefaultImage, "metrics.image": DefaultExporterImage, "livenessCheck": string(withAll.LivenessCheck),
+		"tls.clientCertificates": string(withAll.TLS.ClientCertificates), "tls.minVersion": withAll.TLS.MinVersion, "auth.mode": string(withAll.Auth.Mode),
+	} {
 		if got := rows[field][0]; got != "`"+want+"`" {
 			t.Errorf("README: spec.%s defaults to %s, settings.go says %s", field, got, want)
 		}
 	}
 	var d MemcachedSpec
 	d.Default()
-	if want := fmt.Sprintf("(%dMi for the defaults)", memoryOf(&d)); !strings.Contains(readme(t), want) {
+	if want := fmt.Sprintf("(%dMi for the defaults)", MemoryOf(&d)); !strings.Contains(readme(t), want) {
 		t.Errorf("README's memory formula does not say %s", want)
 	}
 	for _, letter := range managedShort {

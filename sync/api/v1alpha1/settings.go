@@ -247,8 +247,10 @@ const (
 	// (measured 20.5 to 22.7 KiB, in a memory cgroup); a value being set
 	// is allocated inside -m.
 	connectionKiB = 24
-	// tlsConnectionKiB is the same over TLS (measured 31.5 KiB).
-	tlsConnectionKiB = 34
+	// tlsConnectionKiB is the same over TLS, OpenSSL's buffers and state
+	// on top (measured 56.7 to 57.5 KiB, peak RSS and a memory cgroup's
+	// peak, 3968 TLS connections, half of them in the middle of a set).
+	tlsConnectionKiB = 64
 	// threadPercentMiB is the memory of a worker thread, in hundredths of
 	// a MiB (measured 0.09 to 0.13 MiB).
 	threadPercentMiB = 15
@@ -262,7 +264,7 @@ const (
 // the middle of a request, and its threads: both the default memory request
 // and limit, and the least memory limit a spec may set.
 //
-//	m + ceil(17·m/100) + ceil(24·c/1024) + ceil(15·t/100) + 8   (34·c over TLS)
+//	m + ceil(17·m/100) + ceil(24·c/1024) + ceil(15·t/100) + 8   (64·c over TLS)
 func MemoryMiB(maxMemoryMB, maxConnections, threads int64, tls bool) int64 {
 	m, c, t := maxMemoryMB, maxConnections, threads
 	perConnection := int64(connectionKiB)
@@ -280,15 +282,15 @@ func memoryCEL() string {
 	m, c, t := "self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"
 	return fmt.Sprintf("%s + %s + %s + %s + %d", m,
 		ceil(fmt.Sprintf("%d * %s", hashTablePercent, m), 100),
-		ceil(fmt.Sprintf("%d * %s", connectionKiB, c), 1024),
+		ceil(fmt.Sprintf("(has(self.tls) ? %d : %d) * %s", tlsConnectionKiB, connectionKiB, c), 1024),
 		ceil(fmt.Sprintf("%d * %s", threadPercentMiB, t), 100),
 		baseMiB)
 }
 
-// memoryOf is MemoryMiB for a spec that has its defaults.
-func memoryOf(s *MemcachedSpec) int64 {
+// MemoryOf is MemoryMiB for a spec that has its defaults.
+func MemoryOf(s *MemcachedSpec) int64 {
 	c := s.Memcached
-	return MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), false)
+	return MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), s.TLS != nil)
 }
 
 // Labels the operator and Metacontroller own on every Pod: the first two
@@ -341,6 +343,46 @@ const (
 )
 
 var dns1035LabelRE = regexp.MustCompile(dns1035Label)
+
+// dns1123Subdomain is what a Secret's name must match.
+const (
+	dns1123Subdomain       = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	dns1123SubdomainMaxLen = 253
+)
+
+var dns1123SubdomainRE = regexp.MustCompile(dns1123Subdomain)
+
+// secretNameRule is the rule of a field naming a Secret.
+func secretNameRule(on string, name func(m *Memcached) (string, bool)) Rule {
+	return Rule{
+		On:      on,
+		CEL:     fmt.Sprintf("self.matches('%s')", strings.ReplaceAll(dns1123Subdomain, `\`, `\\`)),
+		Message: fmt.Sprintf("%s must be a Secret's name: lower case letters, digits, '-' and '.', at most %d characters", on[strings.LastIndex(on, ".")+1:], dns1123SubdomainMaxLen),
+		Holds: func(m *Memcached) bool {
+			n, ok := name(m)
+			return !ok || (len(n) <= dns1123SubdomainMaxLen && dns1123SubdomainRE.MatchString(n))
+		},
+	}
+}
+
+// peersRule refuses a peer list that both opens a port to all and lists
+// who may reach it: one of the two would be ignored.
+func peersRule(on string, peers func(np *NetworkPolicySpec) *Peers) Rule {
+	name := on[strings.LastIndex(on, ".")+1:]
+	return Rule{
+		On:      on,
+		Field:   ".allowAll",
+		CEL:     "!has(self.allowAll) || !self.allowAll || !has(self.from) || size(self.from) == 0",
+		Message: fmt.Sprintf("networkPolicy.%s: allowAll lets everyone in, so from would be ignored: set one or the other", name),
+		Holds: func(m *Memcached) bool {
+			if m.Spec.NetworkPolicy == nil {
+				return true
+			}
+			p := peers(m.Spec.NetworkPolicy)
+			return p == nil || !p.AllowAll || len(p.From) == 0
+		},
+	}
+}
 
 // promDuration is a Prometheus duration, as a ServiceMonitor's interval.
 const promDuration = `^([0-9]+(ms|s|m|h))+$`
@@ -431,12 +473,12 @@ var Rules = func() []Rule {
 		Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)",
 		Holds: func(m *Memcached) bool {
 			limit, ok := memoryBytes(m.Spec.Resources, true)
-			return !ok || limit >= memoryOf(&m.Spec)<<20
+			return !ok || limit >= MemoryOf(&m.Spec)<<20
 		},
 		Explain: func(m *Memcached) field.ErrorList {
 			limit, _ := memory(m.Spec.Resources, true)
 			return field.ErrorList{field.Invalid(pathOf("spec.resources.limits['memory']"), limit.String(), fmt.Sprintf(
-				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)", memoryOf(&m.Spec)))}
+				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)", MemoryOf(&m.Spec)))}
 		},
 	}, {
 		On:    "spec",
@@ -484,43 +526,64 @@ var Rules = func() []Rule {
 			flagList(short)),
 		Holds:   func(m *Memcached) bool { return len(extraArgsErrors(&m.Spec)) == 0 },
 		Explain: func(m *Memcached) field.ErrorList { return extraArgsErrors(&m.Spec) },
-	}, {
-		On:      "spec.metrics",
-		Field:   ".serviceMonitor.enabled",
-		CEL:     "!has(self.serviceMonitor) || !has(self.serviceMonitor.enabled) || !self.serviceMonitor.enabled || (has(self.enabled) && self.enabled)",
-		Message: "metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the exporter",
-		Holds: func(m *Memcached) bool {
-			mt := m.Spec.Metrics
-			return mt == nil || mt.ServiceMonitor == nil || !mt.ServiceMonitor.Enabled || mt.Enabled
-		},
-	}, {
-		On:      "spec.metrics.image",
-		CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
-		Message: "metrics.image must not contain white space",
-		Holds: func(m *Memcached) bool {
-			return m.Spec.Metrics == nil || !strings.ContainsAny(m.Spec.Metrics.Image, whiteSpace)
-		},
-	}, {
-		On:      "spec.metrics.serviceMonitor.interval",
-		CEL:     fmt.Sprintf("self.matches('%s')", promDuration),
-		Message: "serviceMonitor.interval must be a Prometheus duration like 30s or 1m30s",
-		Holds: func(m *Memcached) bool {
-			mt := m.Spec.Metrics
-			return mt == nil || mt.ServiceMonitor == nil || mt.ServiceMonitor.Interval == "" || promDurationRE.MatchString(mt.ServiceMonitor.Interval)
-		},
-	}, {
-		On:      "spec.metrics.serviceMonitor.labels",
-		CEL:     fmt.Sprintf("!('%s' in self)", LabelControllerUID),
-		Message: fmt.Sprintf("serviceMonitor.labels must not set %s: Metacontroller owns it", LabelControllerUID),
-		Holds: func(m *Memcached) bool {
-			mt := m.Spec.Metrics
-			if mt == nil || mt.ServiceMonitor == nil {
-				return true
+	},
+		secretNameRule("spec.tls.secretName", func(m *Memcached) (string, bool) {
+			if m.Spec.TLS == nil {
+				return "", false
 			}
-			_, ok := mt.ServiceMonitor.Labels[LabelControllerUID]
-			return !ok
-		},
-	}}
+			return m.Spec.TLS.SecretName, true
+		}),
+		secretNameRule("spec.auth.secretName", func(m *Memcached) (string, bool) {
+			if m.Spec.Auth == nil {
+				return "", false
+			}
+			return m.Spec.Auth.SecretName, true
+		}),
+		peersRule("spec.networkPolicy.memcached", func(np *NetworkPolicySpec) *Peers { return np.Memcached }),
+		peersRule("spec.networkPolicy.metrics", func(np *NetworkPolicySpec) *Peers { return np.Metrics }),
+		{
+			On:      "spec",
+			Field:   ".metrics.enabled",
+			CEL:     "!has(self.auth) || !has(self.metrics) || !has(self.metrics.enabled) || !self.metrics.enabled",
+			Message: "metrics.enabled cannot go with auth: memcached_exporter cannot authenticate to memcached, so it would only report memcached_up 0",
+			Holds:   func(m *Memcached) bool { return m.Spec.Auth == nil || m.Spec.Metrics == nil || !m.Spec.Metrics.Enabled },
+		}, {
+			On:      "spec.metrics",
+			Field:   ".serviceMonitor.enabled",
+			CEL:     "!has(self.serviceMonitor) || !has(self.serviceMonitor.enabled) || !self.serviceMonitor.enabled || (has(self.enabled) && self.enabled)",
+			Message: "metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor scrapes the exporter",
+			Holds: func(m *Memcached) bool {
+				mt := m.Spec.Metrics
+				return mt == nil || mt.ServiceMonitor == nil || !mt.ServiceMonitor.Enabled || mt.Enabled
+			},
+		}, {
+			On:      "spec.metrics.image",
+			CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
+			Message: "metrics.image must not contain white space",
+			Holds: func(m *Memcached) bool {
+				return m.Spec.Metrics == nil || !strings.ContainsAny(m.Spec.Metrics.Image, whiteSpace)
+			},
+		}, {
+			On:      "spec.metrics.serviceMonitor.interval",
+			CEL:     fmt.Sprintf("self.matches('%s')", promDuration),
+			Message: "serviceMonitor.interval must be a Prometheus duration like 30s or 1m30s",
+			Holds: func(m *Memcached) bool {
+				mt := m.Spec.Metrics
+				return mt == nil || mt.ServiceMonitor == nil || mt.ServiceMonitor.Interval == "" || promDurationRE.MatchString(mt.ServiceMonitor.Interval)
+			},
+		}, {
+			On:      "spec.metrics.serviceMonitor.labels",
+			CEL:     fmt.Sprintf("!('%s' in self)", LabelControllerUID),
+			Message: fmt.Sprintf("serviceMonitor.labels must not set %s: Metacontroller owns it", LabelControllerUID),
+			Holds: func(m *Memcached) bool {
+				mt := m.Spec.Metrics
+				if mt == nil || mt.ServiceMonitor == nil {
+					return true
+				}
+				_, ok := mt.ServiceMonitor.Labels[LabelControllerUID]
+				return !ok
+			},
+		}}
 }()
 
 // memory returns the memory limit (or request) of r, if set.

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -96,6 +97,20 @@ type MemcachedSpec struct {
 	// +optional
 	Metrics *MetricsSpec `json:"metrics,omitempty"`
 
+	// TLS serves memcached over TLS, with a certificate from a Secret.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// Auth requires clients to authenticate, with credentials from a
+	// Secret.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// NetworkPolicy says who may connect, besides Pods of the Memcached's
+	// own namespace (which always may).
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
 	// version over loopback, with the image's sh, nc and timeout (the
@@ -105,6 +120,95 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:Enum=Version;TCP
 	// +optional
 	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
+}
+
+// TLSSpec serves memcached over TLS. The Secret is mounted read-only into
+// the Pods, never copied into arguments or the environment, and a changed
+// Secret is loaded by the running memcached, without a restart.
+type TLSSpec struct {
+	// SecretName names a Secret in the Memcached's namespace holding
+	// tls.crt and tls.key, and ca.crt when client certificates are
+	// required: what cert-manager writes, type kubernetes.io/tls.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+
+	// ClientCertificates: None (the default) lets any client that trusts
+	// memcached's certificate in; Required lets in only clients that
+	// present a certificate signed by the Secret's ca.crt.
+	// +kubebuilder:validation:Enum=None;Required
+	// +optional
+	ClientCertificates ClientCertificates `json:"clientCertificates,omitempty"`
+
+	// MinVersion is the oldest TLS version memcached accepts: "1.2" (the
+	// default) or "1.3".
+	// +kubebuilder:validation:Enum="1.2";"1.3"
+	// +optional
+	MinVersion string `json:"minVersion,omitempty"`
+}
+
+// ClientCertificates is whether memcached requires client certificates.
+type ClientCertificates string
+
+// The client certificate modes.
+const (
+	ClientCertificatesNone     ClientCertificates = "None"
+	ClientCertificatesRequired ClientCertificates = "Required"
+)
+
+// AuthSpec requires clients to authenticate.
+type AuthSpec struct {
+	// SecretName names a Secret in the Memcached's namespace whose key
+	// "users" holds one user:password a line. Several users let clients
+	// move to a new password before the old one goes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+
+	// Mode: SASL (the default) is SASL PLAIN over memcached's binary
+	// protocol, which most clients offer (libmemcached and so PHP's
+	// memcached and pylibmc, spymemcached, XMemcached, Dalli, memjs,
+	// EnyimMemcached); memcached then speaks the binary protocol only.
+	// ASCII is memcached's own text-protocol authentication, which few
+	// clients offer, for at most 8 users.
+	// +kubebuilder:validation:Enum=SASL;ASCII
+	// +optional
+	Mode AuthMode `json:"mode,omitempty"`
+}
+
+// AuthMode is how clients authenticate.
+type AuthMode string
+
+// The authentication modes.
+const (
+	AuthModeSASL  AuthMode = "SASL"
+	AuthModeASCII AuthMode = "ASCII"
+)
+
+// NetworkPolicySpec says who may reach the Memcached's Pods, port by port.
+type NetworkPolicySpec struct {
+	// Memcached is who may reach memcached's port.
+	// +optional
+	Memcached *Peers `json:"memcached,omitempty"`
+
+	// Metrics is who may reach the exporter's port: the namespace of
+	// Prometheus, usually.
+	// +optional
+	Metrics *Peers `json:"metrics,omitempty"`
+}
+
+// Peers are the clients allowed to a port, besides Pods of the Memcached's
+// own namespace.
+type Peers struct {
+	// From lists them as a NetworkPolicy's ingress rule does: namespace
+	// and Pod selectors, IP blocks.
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
+
+	// AllowAll lets in anything that can route to the Pods.
+	// +optional
+	AllowAll bool `json:"allowAll,omitempty"`
 }
 
 // LivenessCheck is how memcached's liveness is checked.

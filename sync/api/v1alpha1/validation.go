@@ -2,11 +2,13 @@ package v1alpha1
 
 import (
 	"maps"
+	"net"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -30,6 +32,17 @@ func (s *MemcachedSpec) Default() {
 	}
 	if s.LivenessCheck == "" {
 		s.LivenessCheck = LivenessCheckVersion
+	}
+	if t := s.TLS; t != nil {
+		if t.ClientCertificates == "" {
+			t.ClientCertificates = ClientCertificatesNone
+		}
+		if t.MinVersion == "" {
+			t.MinVersion = "1.2"
+		}
+	}
+	if a := s.Auth; a != nil && a.Mode == "" {
+		a.Mode = AuthModeSASL
 	}
 }
 
@@ -76,6 +89,76 @@ func Validate(m *Memcached) field.ErrorList {
 		}
 	}
 	errs = append(errs, placementErrors(spec, &m.Spec)...)
+	errs = append(errs, enumErrors(spec, &m.Spec)...)
+	if np := m.Spec.NetworkPolicy; np != nil {
+		errs = append(errs, peersErrors(spec.Child("networkPolicy", "memcached"), np.Memcached)...)
+		errs = append(errs, peersErrors(spec.Child("networkPolicy", "metrics"), np.Metrics)...)
+	}
+	return errs
+}
+
+// enumErrors checks the fields the CRD states as enums, for what got past
+// an older CRD.
+func enumErrors(spec *field.Path, s *MemcachedSpec) field.ErrorList {
+	var errs field.ErrorList
+	if c := s.LivenessCheck; c != LivenessCheckVersion && c != LivenessCheckTCP {
+		errs = append(errs, field.NotSupported(spec.Child("livenessCheck"), c, []LivenessCheck{LivenessCheckVersion, LivenessCheckTCP}))
+	}
+	if t := s.TLS; t != nil {
+		if c := t.ClientCertificates; c != ClientCertificatesNone && c != ClientCertificatesRequired {
+			errs = append(errs, field.NotSupported(spec.Child("tls", "clientCertificates"), c, []ClientCertificates{ClientCertificatesNone, ClientCertificatesRequired}))
+		}
+		if v := t.MinVersion; v != "1.2" && v != "1.3" {
+			errs = append(errs, field.NotSupported(spec.Child("tls", "minVersion"), v, []string{"1.2", "1.3"}))
+		}
+	}
+	if a := s.Auth; a != nil && a.Mode != AuthModeSASL && a.Mode != AuthModeASCII {
+		errs = append(errs, field.NotSupported(spec.Child("auth", "mode"), a.Mode, []AuthMode{AuthModeSASL, AuthModeASCII}))
+	}
+	return errs
+}
+
+// peersErrors checks NetworkPolicy peers the way the API server will check
+// the NetworkPolicy child: each peer names something, its selectors are
+// selectors, its IP block a CIDR with exceptions inside it.
+func peersErrors(path *field.Path, p *Peers) field.ErrorList {
+	if p == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, peer := range p.From {
+		at := path.Child("from").Index(i)
+		if peer.PodSelector == nil && peer.NamespaceSelector == nil && peer.IPBlock == nil {
+			errs = append(errs, field.Required(at, "a podSelector, a namespaceSelector or an ipBlock"))
+		}
+		if peer.IPBlock != nil && (peer.PodSelector != nil || peer.NamespaceSelector != nil) {
+			errs = append(errs, field.Forbidden(at.Child("ipBlock"), "may not go with a podSelector or a namespaceSelector"))
+		}
+		for _, sel := range []struct {
+			name string
+			s    *metav1.LabelSelector
+		}{{"podSelector", peer.PodSelector}, {"namespaceSelector", peer.NamespaceSelector}} {
+			if sel.s == nil {
+				continue
+			}
+			if _, err := metav1.LabelSelectorAsSelector(sel.s); err != nil {
+				errs = append(errs, field.Invalid(at.Child(sel.name), sel.s.String(), err.Error()))
+			}
+		}
+		if b := peer.IPBlock; b != nil {
+			_, block, err := net.ParseCIDR(b.CIDR)
+			if err != nil {
+				errs = append(errs, field.Invalid(at.Child("ipBlock", "cidr"), b.CIDR, "not a CIDR like 10.0.0.0/8"))
+				continue
+			}
+			for j, except := range b.Except {
+				_, e, err := net.ParseCIDR(except)
+				if err != nil || !block.Contains(e.IP) {
+					errs = append(errs, field.Invalid(at.Child("ipBlock", "except").Index(j), except, "not a CIDR inside "+b.CIDR))
+				}
+			}
+		}
+	}
 	return errs
 }
 

@@ -1,0 +1,263 @@
+package memcached
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// TLS and authentication in the memcached Pods.
+//
+// The Secrets are mounted read-only under /run (memory, never disk) and
+// memcached reads them there; neither their contents nor anything derived
+// from them is in memcached's arguments, its environment or anything the
+// hook writes. Two small shell scripts, run with the memcached image's
+// busybox, do what memcached cannot:
+//
+//   - An init container (check) refuses to start memcached when a Secret
+//     lacks a key, and says which in its termination message, which the
+//     status repeats: the rollout stalls on the new Pod while the old ones
+//     keep serving their part of the cache. For SASL it also writes the
+//     SASL configuration and the password file memcached reads.
+//   - A sidecar (reload) watches the Secrets' volumes, which kubelet
+//     updates in place (a new ..data directory, one symlink switched), and
+//     has the running memcached load them: SIGHUP makes memcached reload
+//     its certificates and its ASCII authentication file within a second,
+//     without a restart, so no item is lost. The Pod shares one process
+//     namespace for it. SIGHUP rather than memcached's refresh_certs
+//     command, because under SASL every connection speaks the binary
+//     protocol, which has no such command, and because the ASCII
+//     authentication file is reloaded on SIGHUP only.
+const (
+	tlsDir  = "/run/memcached/tls"
+	authDir = "/run/memcached/auth"
+	saslDir = "/run/memcached/sasl"
+
+	// LocalPort is memcached's plain-text listener on loopback, for the
+	// Pod's own containers (the liveness check, the exporter) when
+	// clients speak TLS on Port.
+	LocalPort = 11212
+
+	checkContainer  = "check"
+	reloadContainer = "reload"
+	// reloadSeconds is how often the reload sidecar looks at the Secrets.
+	reloadSeconds = 5
+)
+
+// localPort is the port the Pod's own containers reach memcached on.
+func localPort(s *v1alpha1.MemcachedSpec) int {
+	if s.TLS != nil {
+		return LocalPort
+	}
+	return Port
+}
+
+// securityArgs are memcached's arguments for TLS and authentication.
+func securityArgs(s *v1alpha1.MemcachedSpec) []string {
+	var args []string
+	if t := s.TLS; t != nil {
+		// ssl_min_version takes a number: 2 is TLS 1.2, 3 is TLS 1.3.
+		minVersion := map[string]string{"1.2": "2", "1.3": "3"}[t.MinVersion]
+		opts := []string{"ssl_chain_cert=" + tlsDir + "/tls.crt", "ssl_key=" + tlsDir + "/tls.key", "ssl_min_version=" + minVersion}
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			opts = append(opts, "ssl_ca_cert="+tlsDir+"/ca.crt", "ssl_verify_mode=2")
+		}
+		// One -l: memcached drops a second one that is a substring of
+		// the first. * is every address, over TLS.
+		args = append(args, "-Z", "-o", strings.Join(opts, ","), "-l", "*,notls:127.0.0.1:"+strconv.Itoa(LocalPort))
+	}
+	if a := s.Auth; a != nil {
+		switch a.Mode {
+		case v1alpha1.AuthModeASCII:
+			args = append(args, "-Y", authDir+"/users")
+		case v1alpha1.AuthModeSASL:
+			args = append(args, "-S")
+		}
+	}
+	return args
+}
+
+// securityEnv is memcached's environment for SASL: its password file and
+// configuration, both written by the check container.
+func securityEnv(s *v1alpha1.MemcachedSpec) []corev1.EnvVar {
+	if s.Auth == nil || s.Auth.Mode != v1alpha1.AuthModeSASL {
+		return nil
+	}
+	return []corev1.EnvVar{
+		{Name: "MEMCACHED_SASL_PWDB", Value: saslDir + "/pwdb"},
+		{Name: "SASL_CONF_PATH", Value: saslDir},
+	}
+}
+
+// secured tells whether the Pod has Secrets to check and reload.
+func secured(s *v1alpha1.MemcachedSpec) bool { return s.TLS != nil || s.Auth != nil }
+
+// reloadsBySignal tells whether memcached must be told of a changed
+// Secret: its certificates and the ASCII authentication file are read
+// once; the SASL password file is read at every login.
+func reloadsBySignal(s *v1alpha1.MemcachedSpec) bool {
+	return s.TLS != nil || (s.Auth != nil && s.Auth.Mode == v1alpha1.AuthModeASCII)
+}
+
+// securityVolumes are the Pod's volumes for the Secrets. They are optional,
+// so that a missing Secret starts the Pod and the check container says
+// what is missing, rather than the Pod waiting on a mount.
+func securityVolumes(s *v1alpha1.MemcachedSpec) []corev1.Volume {
+	secret := func(name, secretName string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secretName, Optional: ptr(true), DefaultMode: ptr(int32(0o440)),
+		}}}
+	}
+	var vs []corev1.Volume
+	if s.TLS != nil {
+		vs = append(vs, secret("tls", s.TLS.SecretName))
+	}
+	if s.Auth != nil {
+		vs = append(vs, secret("auth", s.Auth.SecretName))
+		if s.Auth.Mode == v1alpha1.AuthModeSASL {
+			limit := resource.MustParse("1Mi")
+			vs = append(vs, corev1.Volume{Name: "sasl", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: &limit,
+			}}})
+		}
+	}
+	return vs
+}
+
+// mounts are the volume mounts of the Secrets: read-only but for the SASL
+// directory in the containers that write it.
+func mounts(s *v1alpha1.MemcachedSpec, writesSASL bool) []corev1.VolumeMount {
+	var ms []corev1.VolumeMount
+	if s.TLS != nil {
+		ms = append(ms, corev1.VolumeMount{Name: "tls", MountPath: tlsDir, ReadOnly: true})
+	}
+	if s.Auth != nil {
+		ms = append(ms, corev1.VolumeMount{Name: "auth", MountPath: authDir, ReadOnly: true})
+		if s.Auth.Mode == v1alpha1.AuthModeSASL {
+			ms = append(ms, corev1.VolumeMount{Name: "sasl", MountPath: saslDir, ReadOnly: !writesSASL})
+		}
+	}
+	return ms
+}
+
+// scriptContainer is a small container running a shell script with the
+// memcached image's busybox.
+func scriptContainer(s *v1alpha1.MemcachedSpec, name, script string) corev1.Container {
+	return corev1.Container{
+		Name:         name,
+		Image:        s.Image,
+		Command:      []string{"sh", "-c", script},
+		VolumeMounts: mounts(s, true),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m"), corev1.ResourceMemory: resource.MustParse("8Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          restrictedContainer(),
+	}
+}
+
+// checkFunction is the shell function both scripts use: check the
+// Secrets' keys, the way memcached will read them. It runs in a subshell,
+// so a failure ends it alone, and its last line, which the status
+// repeats, names the field and the Secret, never a value.
+func checkFunction(s *v1alpha1.MemcachedSpec) string {
+	var b strings.Builder
+	b.WriteString("fail() { echo \"$*\" >&2; exit 1; }\ncheck() (\n")
+	if t := s.TLS; t != nil {
+		keys := []string{"tls.crt", "tls.key"}
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			keys = append(keys, "ca.crt")
+		}
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  [ -s %s/%s ] || fail 'spec.tls.secretName: Secret %q has no %s, or does not exist'\n", tlsDir, k, t.SecretName, k)
+			fmt.Fprintf(&b, "  grep -q -e '-----BEGIN ' %s/%s || fail 'spec.tls.secretName: Secret %q: %s is not PEM'\n", tlsDir, k, t.SecretName, k)
+		}
+	}
+	if a := s.Auth; a != nil {
+		users := authDir + "/users"
+		fmt.Fprintf(&b, "  [ -s %s ] || fail 'spec.auth.secretName: Secret %q has no users, or does not exist'\n", users, a.SecretName)
+		fmt.Fprintf(&b, "  grep -q -v -e '^[^:][^:]*:.' %s && fail 'spec.auth.secretName: Secret %q: users must hold one user:password a line, and no empty line'\n", users, a.SecretName)
+		fmt.Fprintf(&b, "  grep -q -e '^.\\{%d\\}' %s && fail 'spec.auth.secretName: Secret %q: a line of users is at most %d characters'\n", maxUserLine+1, users, a.SecretName, maxUserLine)
+		if a.Mode == v1alpha1.AuthModeASCII {
+			fmt.Fprintf(&b, "  [ \"$(grep -c . %s)\" -le %d ] || fail 'spec.auth.secretName: Secret %q: ASCII authentication takes at most %d users'\n", users, maxASCIIUsers, a.SecretName, maxASCIIUsers)
+		}
+	}
+	b.WriteString("  true\n)\n")
+	return b.String()
+}
+
+// maxUserLine is the longest user:password line memcached reads whole: it
+// reads lines of 255 characters, and SASL adds @ and the Pod's hostname
+// (up to 64 characters) to the user and wants the sum under 253.
+const maxUserLine = 180
+
+// maxASCIIUsers is how many lines memcached reads from its ASCII
+// authentication file; it ignores the rest.
+const maxASCIIUsers = 8
+
+// checkScript is the check container's: it refuses to start memcached
+// when a Secret is not usable, and for SASL writes memcached's SASL
+// configuration and password file.
+func checkScript(s *v1alpha1.MemcachedSpec) string {
+	var b strings.Builder
+	b.WriteString("set -u\numask 077\n")
+	b.WriteString(checkFunction(s))
+	b.WriteString("check || exit 1\n")
+	if s.Auth != nil && s.Auth.Mode == v1alpha1.AuthModeSASL {
+		fmt.Fprintf(&b, "echo 'mech_list: plain' > %s/memcached.conf || fail 'cannot write the SASL configuration'\n", saslDir)
+		fmt.Fprintf(&b, "%s || fail 'cannot write the SASL password file'\n", saslPasswords())
+	}
+	b.WriteString("echo 'the Secrets are ready'\n")
+	return b.String()
+}
+
+// saslPasswords writes the SASL password file from the users file: SASL
+// looks a user up as user@hostname, so a user without a realm gets the
+// Pod's hostname, which is the one memcached sees.
+func saslPasswords() string {
+	return fmt.Sprintf(`sed "/^[^:@]*:/ s/^\([^:]*\):/\1@$(hostname):/" %s/users > %s/pwdb.new && mv %s/pwdb.new %s/pwdb`, authDir, saslDir, saslDir, saslDir)
+}
+
+// reloadScript watches the Secrets' volumes for kubelet's update (the
+// ..data symlink switched) and has memcached load them, once they pass the
+// check container's checks: a Secret updated with a missing or malformed
+// key leaves memcached with what it had. It loads them once at start too,
+// for an update that came between the check container and the sidecar's
+// first look, and retries a load that failed at the next look. It signals
+// memcached only once memcached handles SIGHUP (which it does from its
+// first instruction on; before that the signal would kill it).
+func reloadScript(s *v1alpha1.MemcachedSpec) string {
+	var dirs []string
+	if s.TLS != nil {
+		dirs = append(dirs, tlsDir)
+	}
+	if s.Auth != nil {
+		dirs = append(dirs, authDir)
+	}
+	var b strings.Builder
+	b.WriteString("set -u\numask 077\n")
+	b.WriteString(checkFunction(s))
+	b.WriteString("state() {")
+	for _, d := range dirs {
+		fmt.Fprintf(&b, " readlink %s/..data;", d)
+	}
+	fmt.Fprintf(&b, " }\nlast=\nwhile sleep %d; do\n  now=$(state)\n  [ \"$now\" = \"$last\" ] && continue\n", reloadSeconds)
+	b.WriteString("  check || { echo 'a Secret changed but is not usable: memcached keeps the previous one'; last=$now; continue; }\n")
+	if s.Auth != nil && s.Auth.Mode == v1alpha1.AuthModeSASL {
+		fmt.Fprintf(&b, "  %s || { echo 'cannot write the SASL password file'; continue; }\n", saslPasswords())
+	}
+	if reloadsBySignal(s) {
+		b.WriteString("  pid=$(pidof memcached) || continue\n")
+		b.WriteString("  caught=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status)\n")
+		b.WriteString("  [ $(( 0x${caught:-0} & 2 )) -ne 0 ] || continue\n")
+		b.WriteString("  kill -HUP $pid || continue\n")
+	}
+	b.WriteString("  last=$now\n  echo \"memcached has the Secrets of $(echo $now)\"\ndone\n")
+	return b.String()
+}
