@@ -219,7 +219,11 @@ func testHookAnswer(t *testing.T, c *kube.Cluster, hook string, name string) {
 
 	for _, child := range resp.Children {
 		b, _ := json.Marshal(child)
-		kubectl(t, c, b, "apply", "--dry-run=server", "-n", ns, "-f", "-")
+		var stored map[string]any
+		mustUnmarshal(t, []byte(kubectl(t, c, b, "apply", "--dry-run=server", "-n", ns, "-o", "json", "-f", "-")), &stored)
+		if lost := notKept(fmt.Sprint(child["kind"]), normalize(t, child), stored); len(lost) > 0 {
+			t.Errorf("the API server does not keep what the hook sent:\n  %s", strings.Join(lost, "\n  "))
+		}
 		if child["kind"] == "Deployment" {
 			tmpl, _ := json.Marshal(child["spec"].(map[string]any)["template"])
 			createPodFromTemplate(t, c, "restricted", name, tmpl)
@@ -287,9 +291,15 @@ func createPodFromTemplate(t *testing.T, c *kube.Cluster, namespace, name string
 	meta["namespace"] = namespace
 	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl.Spec}
 	b, _ := json.Marshal(pod)
-	stdout, stderr, err := c.KubectlStdin(b, "create", "--dry-run=server", "-f", "-")
+	stdout, stderr, err := c.KubectlStdin(b, "create", "--dry-run=server", "-o", "json", "-f", "-")
 	if err != nil {
 		t.Errorf("Pod from %s's template refused in namespace %s: %v\n%s%s", name, namespace, err, stdout, stderr)
+		return
+	}
+	var stored map[string]any
+	mustUnmarshal(t, []byte(stdout), &stored)
+	if lost := notKept("Pod", normalize(t, pod), stored); len(lost) > 0 {
+		t.Errorf("the API server does not keep the Pod from %s's template as sent:\n  %s", name, strings.Join(lost, "\n  "))
 	}
 	if strings.Contains(stderr, "violate PodSecurity") {
 		t.Errorf("Pod from %s's template warns of PodSecurity violations: %s", name, stderr)
