@@ -361,10 +361,11 @@ func (p *Pod) startSandbox() {
 		p.t.Fatal(err)
 	}
 	p.sandboxStdin = stdin
-	var out bytes.Buffer
 	ready := make(chan struct{})
-	cmd.Stdout = &signalWriter{w: &out, word: "ready", signal: ready}
-	cmd.Stderr = &out
+	out := &signalWriter{word: "ready", signal: ready}
+	// One writer for both streams: os/exec then never calls it from two
+	// goroutines at once, and its lock covers the reads below.
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("pod: starting the sandbox: %v", err)
 	}
@@ -842,20 +843,32 @@ func WaitFor(timeout time.Duration, f func() bool) bool {
 	}
 }
 
-// signalWriter closes signal when word is written.
+// signalWriter keeps what a process writes and closes signal when word
+// has been written. It is safe for concurrent use, as the process goes on
+// writing while the test reads.
 type signalWriter struct {
-	w      *bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
 	word   string
 	signal chan struct{}
 	once   sync.Once
 }
 
 func (s *signalWriter) Write(b []byte) (int, error) {
-	n, err := s.w.Write(b)
-	if strings.Contains(s.w.String(), s.word) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.buf.Write(b)
+	if strings.Contains(s.buf.String(), s.word) {
 		s.once.Do(func() { close(s.signal) })
 	}
 	return n, err
+}
+
+// String returns what has been written so far.
+func (s *signalWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 type lockedWriter struct {
