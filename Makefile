@@ -54,6 +54,10 @@ FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 10m
 
+.PHONY: e2e
+e2e: test-tools ## only the end-to-end suite: a real control plane, kwok Nodes, Metacontroller and the hook (test/e2e)
+	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 -v ./test/e2e
+
 .PHONY: fuzz
 fuzz: ## fuzz request decoding, sync and the HTTP handler (FUZZTIME=10m each)
 	@for t in $(FUZZ_TARGETS); do \

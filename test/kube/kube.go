@@ -1,6 +1,8 @@
 // Package kube runs a real, throw-away Kubernetes control plane (etcd and
 // kube-apiserver, no controller manager, scheduler or kubelet) for
-// integration tests, and drives it with kubectl.
+// integration tests, and drives it with kubectl. With Options, StartWith and
+// SharedWith also run kube-controller-manager, kube-scheduler, fake Nodes
+// (kwok) and Metacontroller, for end-to-end tests (see Options).
 //
 // The binaries are built from source by `make test` (see
 // test/tools/Makefile.inc) and found through the environment variables
@@ -20,11 +22,12 @@
 //		...
 //	}
 //
-// Everything listens on 127.0.0.1 only. Because no controllers run,
-// namespaces other than default, kube-system, kube-public and kube-node-lease
-// must be created explicitly, no ServiceAccount objects or tokens are created,
-// the ServiceAccount admission plugin is disabled (so Pods can be created
-// without one), and nothing is ever scheduled or garbage-collected.
+// Everything listens on 127.0.0.1 only. Unless Options.Controllers asks for
+// them, no controllers run: namespaces other than default, kube-system,
+// kube-public and kube-node-lease must be created explicitly, no
+// ServiceAccount objects or tokens are created, the ServiceAccount admission
+// plugin is disabled (so Pods can be created without one), and nothing is
+// ever scheduled or garbage-collected.
 package kube
 
 import (
@@ -78,10 +81,13 @@ const (
 	// startAttempts is how often start is retried when a picked port was
 	// taken by someone else between picking and binding it.
 	startAttempts = 3
+	// maxLogOutput bounds how much of one process's output a failed test
+	// prints.
+	maxLogOutput = 64 << 10
 )
 
-// Cluster is a running etcd and kube-apiserver pair with an admin
-// kubeconfig. Its methods are safe for concurrent use.
+// Cluster is a running etcd and kube-apiserver pair (and what Options
+// added) with an admin kubeconfig. Its methods are safe for concurrent use.
 type Cluster struct {
 	dir        string
 	kubeconfig string
@@ -92,13 +98,20 @@ type Cluster struct {
 
 	etcd      *process
 	apiserver *process
+	// clients are the processes that talk to the API server (controller
+	// manager, scheduler, kwok, Metacontroller), stopped before it.
+	clients []*process
+
+	metacontrollerMetrics string
 
 	stopOnce sync.Once
 }
 
-// binaries holds the paths of the three programs.
+// binaries holds the paths of the programs; those Options do not ask for
+// are empty.
 type binaries struct {
-	apiserver, etcd, kubectl string
+	apiserver, etcd, kubectl                           string
+	controllerManager, scheduler, kwok, metacontroller string
 }
 
 // Start starts a new cluster for t and returns once its API server is ready.
@@ -107,10 +120,18 @@ type binaries struct {
 // unset, or fails it instead when CI is set.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	bins := lookupBinaries(t)
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start running what opts ask for too; it returns once all of
+// it is ready. It skips t (fails it when CI is set) when a program opts need
+// is missing.
+func StartWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	bins := lookupBinaries(t, opts)
 	dir := t.TempDir()
 	began := time.Now()
-	c, err := start(t, bins, dir)
+	c, err := start(t, bins, opts, dir)
 	// Cleanups run last-in first-out, so this runs before t.TempDir's
 	// removal: the processes are gone and the logs still there.
 	t.Cleanup(func() {
@@ -148,7 +169,15 @@ var shared struct {
 // dies, for instance on a -timeout panic.)
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
-	bins := lookupBinaries(t)
+	return SharedWith(t, Options{})
+}
+
+// SharedWith is Shared for a package whose shared cluster runs what opts
+// ask for. The first call starts the cluster with its opts; later calls'
+// opts are ignored, so a package should pass the same every time.
+func SharedWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	bins := lookupBinaries(t, opts)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.started {
@@ -159,7 +188,7 @@ func Shared(t testing.TB) *Cluster {
 			shared.err = err
 		} else {
 			shared.dir = dir
-			shared.cluster, shared.err = start(t, bins, dir)
+			shared.cluster, shared.err = start(t, bins, opts, dir)
 		}
 		if shared.err != nil {
 			if shared.cluster != nil {
@@ -188,6 +217,13 @@ func Shared(t testing.TB) *Cluster {
 // Shared. The cluster's directory is removed unless a test failed, in which
 // case its path is printed.
 func Main(m *testing.M) {
+	os.Exit(RunMain(m))
+}
+
+// RunMain is Main without the exit: it runs the tests of m, stops the shared
+// cluster and returns the exit code, for a TestMain with more to do after
+// the cluster is gone.
+func RunMain(m *testing.M) int {
 	code := m.Run()
 	shared.mu.Lock()
 	c, dir := shared.cluster, shared.dir
@@ -202,12 +238,12 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "kube: shared cluster files kept in %s\n", dir)
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // lookupBinaries reads the binaries' paths from the environment, skipping or
 // failing t when they are not configured.
-func lookupBinaries(t testing.TB) binaries {
+func lookupBinaries(t testing.TB, opts Options) binaries {
 	t.Helper()
 	b := binaries{
 		apiserver: os.Getenv(EnvKubeAPIServer),
@@ -231,6 +267,7 @@ func lookupBinaries(t testing.TB) binaries {
 			t.Fatalf("kube: %s: %v; run `make test` to build it", v.env, err)
 		}
 	}
+	lookupExtraBinaries(t, opts, &b)
 	return b
 }
 
@@ -238,13 +275,16 @@ func lookupBinaries(t testing.TB) binaries {
 // the API server is ready. It retries with new ports when a port was taken.
 // On error the returned cluster, if not nil, holds the stopped processes'
 // logs.
-func start(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
+func start(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	var (
 		c   *Cluster
 		err error
 	)
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		c, err = startOnce(tb, bins, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
+		c, err = startOnce(tb, bins, opts, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
 		if err == nil || c == nil || !c.portConflict() || attempt == startAttempts {
 			return c, err
 		}
@@ -255,11 +295,11 @@ func start(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 }
 
 // startOnce makes one attempt of start.
-func startOnce(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
+func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(3 + opts.portsNeeded())
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +348,12 @@ func startOnce(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 		return nil, err
 	}
 
+	admission := "--disable-admission-plugins=ServiceAccount"
+	if opts.Controllers {
+		// The controller manager makes every namespace's ServiceAccount,
+		// so the plugin can stay on, as in a real cluster.
+		admission = "--enable-admission-plugins=ServiceAccount"
+	}
 	c.apiserver, err = startProcess(dir, "kube-apiserver", bins.apiserver,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
@@ -325,7 +371,7 @@ func startOnce(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 		"--service-account-signing-key-file="+pki.saPrivate,
 		// The ServiceAccount plugin rejects Pods whose service account
 		// does not exist, and without a controller manager none does.
-		"--disable-admission-plugins=ServiceAccount",
+		admission,
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--shutdown-delay-duration=0s",
@@ -339,6 +385,10 @@ func startOnce(tb testing.TB, bins binaries, dir string) (*Cluster, error) {
 	}
 
 	if err := c.waitReady(readyTimeout); err != nil {
+		c.stop()
+		return c, err
+	}
+	if err := c.startMore(bins, opts, dir, pki, ports[3:]); err != nil {
 		c.stop()
 		return c, err
 	}
@@ -363,6 +413,23 @@ func (c *Cluster) Kubectl(args ...string) (stdout, stderr string, err error) {
 func (c *Cluster) KubectlStdin(stdin []byte, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
 	defer cancel()
+	cmd := c.KubectlCommand(ctx, args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("kubectl %s: timed out after %s: %w", strings.Join(args, " "), kubectlTimeout, err)
+	}
+	return out.String(), errOut.String(), err
+}
+
+// KubectlCommand returns kubectl with args against the cluster, not started,
+// for what Kubectl cannot do: run for long (`get --watch`) or stream its
+// output. ctx ends it.
+func (c *Cluster) KubectlCommand(ctx context.Context, args ...string) *exec.Cmd {
 	full := append([]string{
 		"--kubeconfig=" + c.kubeconfig,
 		"--cache-dir=" + filepath.Join(c.dir, "kubectl-cache"),
@@ -371,17 +438,8 @@ func (c *Cluster) KubectlStdin(stdin []byte, args ...string) (stdout, stderr str
 	// KUBERC=off keeps a developer's ~/.kube/kuberc from changing
 	// kubectl's defaults.
 	cmd.Env = append(os.Environ(), "KUBERC=off", "KUBECONFIG="+c.kubeconfig)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("kubectl %s: timed out after %s: %w", strings.Join(args, " "), kubectlTimeout, err)
-	}
-	return out.String(), errOut.String(), err
+	return cmd
 }
 
 // kubeconfigYAML renders the admin kubeconfig.
@@ -450,9 +508,15 @@ func (c *Cluster) waitReady(timeout time.Duration) error {
 	}
 }
 
-// stop stops the API server, then etcd. It is idempotent.
+// stop stops the API server's clients, then the API server, then etcd (in
+// this order, so that none logs the loss of another). It is idempotent.
 func (c *Cluster) stop() {
 	c.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		for _, p := range c.clients {
+			wg.Go(p.stop)
+		}
+		wg.Wait()
 		if c.apiserver != nil {
 			c.apiserver.stop()
 		}
@@ -462,9 +526,14 @@ func (c *Cluster) stop() {
 	})
 }
 
+// processes returns every started process, in start order.
+func (c *Cluster) processes() []*process {
+	return append([]*process{c.etcd, c.apiserver}, c.clients...)
+}
+
 // portConflict reports whether a process failed because its port was taken.
 func (c *Cluster) portConflict() bool {
-	for _, p := range []*process{c.etcd, c.apiserver} {
+	for _, p := range c.processes() {
 		if p == nil {
 			continue
 		}
@@ -478,7 +547,7 @@ func (c *Cluster) portConflict() bool {
 // logOffsets returns the current sizes of the processes' log files.
 func (c *Cluster) logOffsets() map[string]int64 {
 	m := map[string]int64{}
-	for _, p := range []*process{c.etcd, c.apiserver} {
+	for _, p := range c.processes() {
 		if p == nil {
 			continue
 		}
@@ -490,10 +559,11 @@ func (c *Cluster) logOffsets() map[string]int64 {
 }
 
 // logOutput prints the processes' output with t.Log, starting at the given
-// offsets (nil: from the start).
+// offsets (nil: from the start), at most the last maxLogOutput bytes of
+// each: the files hold the rest.
 func (c *Cluster) logOutput(t testing.TB, offsets map[string]int64) {
 	t.Helper()
-	for _, p := range []*process{c.etcd, c.apiserver} {
+	for _, p := range c.processes() {
 		if p == nil {
 			continue
 		}
@@ -505,7 +575,12 @@ func (c *Cluster) logOutput(t testing.TB, offsets map[string]int64) {
 		if off := offsets[p.name]; off > 0 && off <= int64(len(b)) {
 			b = b[off:]
 		}
-		t.Logf("kube: ---- %s output (%s) ----\n%s\n---- end of %s output ----", p.name, p.logPath, b, p.name)
+		cut := ""
+		if len(b) > maxLogOutput {
+			cut = fmt.Sprintf(" (its last %d bytes; %d before them)", maxLogOutput, len(b)-maxLogOutput)
+			b = b[len(b)-maxLogOutput:]
+		}
+		t.Logf("kube: ---- %s output (%s)%s ----\n%s\n---- end of %s output ----", p.name, p.logPath, cut, b, p.name)
 	}
 }
 
@@ -542,13 +617,14 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 	return p, nil
 }
 
-// childEnv returns the environment for etcd and kube-apiserver: the test's
-// own, less the ETCD_* variables, which etcd would read as flags (ETCD_BIN
-// among them).
+// childEnv returns the environment for the processes: the test's own,
+// less the ETCD_* and KWOK_* variables, which etcd and kwok would read as
+// flags (ETCD_BIN and KWOK_BIN among them), and KUBECONFIG, so that a
+// developer's never reaches them.
 func childEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ETCD_") {
+		if !strings.HasPrefix(kv, "ETCD_") && !strings.HasPrefix(kv, "KWOK_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
 			env = append(env, kv)
 		}
 	}

@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// hook is the operator's hook, built from this checkout and run on
+// loopback, as the CompositeController calls it. It can be stopped and
+// started again on the same address, which is how a scenario takes it
+// down for a while.
+type hook struct {
+	bin     string
+	logPath string
+
+	mu    sync.Mutex
+	addr  string // 127.0.0.1:PORT once started
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when the process has exited
+	calls []hookCall    // every call the hook logged, in order
+	races int           // data race reports seen (race-built hook)
+}
+
+// hookCall is one line the hook logs per call.
+type hookCall struct {
+	at        time.Time
+	Msg       string `json:"msg"`
+	Hook      string `json:"hook"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Status    int    `json:"status"`
+}
+
+// hookStartTimeout bounds the wait for the hook to say it listens.
+const hookStartTimeout = 30 * time.Second
+
+// buildHook builds cmd/memcached-hook into dir, with the race detector when
+// the tests run with it, so that a race in the hook under real traffic
+// fails the suite.
+func buildHook(dir string) (string, error) {
+	bin := filepath.Join(dir, "memcached-hook")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/memcached-hook")...)
+	cmd.Dir = testutil.Root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// start runs the hook on addr (127.0.0.1:0 for a free port the first time)
+// and returns once it logs that it listens.
+func (h *hook) start(addr string) error {
+	log, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(h.bin, "--listen-address="+addr, "--shutdown-delay=0")
+	cmd.Env = hookEnv()
+	cmd.Stderr = log
+	cmd.SysProcAttr = sysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return err
+	}
+	done := make(chan struct{})
+	listening := make(chan string, 1)
+	go func() {
+		defer close(done)
+		defer log.Close()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			fmt.Fprintf(log, "%s\n", line)
+			var c struct {
+				hookCall
+				Address string `json:"address"`
+			}
+			if json.Unmarshal(line, &c) != nil {
+				continue
+			}
+			switch c.Msg {
+			case "listening":
+				listening <- c.Address
+			case "hook call":
+				c.at = time.Now()
+				h.mu.Lock()
+				h.calls = append(h.calls, c.hookCall)
+				h.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case a := <-listening:
+		h.mu.Lock()
+		h.addr, h.cmd, h.done = a, cmd, done
+		h.mu.Unlock()
+		return nil
+	case <-done:
+		return fmt.Errorf("the hook exited before listening on %s: %v (output in %s)", addr, cmd.ProcessState, h.logPath)
+	case <-time.After(hookStartTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("the hook did not say it listens within %s (output in %s)", hookStartTimeout, h.logPath)
+	}
+}
+
+// stop stops the hook (SIGTERM: it stops at once with --shutdown-delay=0)
+// and waits for it to exit. It reports a data race the race-built hook
+// found.
+func (h *hook) stop() error {
+	h.mu.Lock()
+	cmd, done := h.cmd, h.done
+	h.cmd = nil
+	h.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("the hook did not stop within 15s of SIGTERM (output in %s)", h.logPath)
+	}
+	return h.raceReport()
+}
+
+// url returns the hook's base URL, http://127.0.0.1:PORT.
+func (h *hook) url() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return "http://" + h.addr
+}
+
+// address returns 127.0.0.1:PORT.
+func (h *hook) address() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.addr
+}
+
+// pid returns the hook's process ID, 0 when it does not run.
+func (h *hook) pid() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil {
+		return 0
+	}
+	return h.cmd.Process.Pid
+}
+
+// raceReport returns an error if the hook's output holds a data race
+// report.
+func (h *hook) raceReport() error {
+	b, err := os.ReadFile(h.logPath)
+	if err != nil {
+		return err
+	}
+	if n := bytes.Count(b, []byte("WARNING: DATA RACE")); n > 0 {
+		return fmt.Errorf("the race detector found %d data race(s) in the hook; see %s", n, h.logPath)
+	}
+	return nil
+}
+
+// callsIn returns the calls the hook logged for Memcacheds in namespace ns
+// since since, by hook (sync, customize).
+func (h *hook) callsIn(ns string, since time.Time) map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := map[string]int{}
+	for _, c := range h.calls {
+		if c.Namespace == ns && !c.at.Before(since) {
+			n[c.Hook]++
+		}
+	}
+	return n
+}
+
+// logLinesFor returns the hook's log lines that name namespace ns, for a
+// failed scenario's output.
+func (h *hook) logLinesFor(ns string) string {
+	f, err := os.Open(h.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var out strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	needle := []byte(`"namespace":"` + ns + `"`)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), needle) {
+			out.Write(sc.Bytes())
+			out.WriteByte('\n')
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		fmt.Fprintf(&out, "reading %s: %v\n", h.logPath, err)
+	}
+	return out.String()
+}
+
+// hookEnv is the hook's environment: the test's, less MEMCACHED_HOOK_*,
+// which the hook reads as flags.
+func hookEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MEMCACHED_HOOK_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
