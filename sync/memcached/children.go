@@ -236,6 +236,14 @@ func exporterContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 		},
 		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
+	sc := restrictedContainer()
+	if reloadsBySignal(s) {
+		// The Pod shares one process namespace, where a process can read
+		// another's files through /proc/PID/root when both run as one
+		// user: as memcached's user, the exporter could read the TLS key
+		// and the users file. As another user it cannot.
+		sc.RunAsUser, sc.RunAsGroup = ptr(int64(exporterUID)), ptr(int64(exporterUID))
+	}
 	return corev1.Container{
 		Name:  "exporter",
 		Image: s.Metrics.Image,
@@ -245,9 +253,13 @@ func exporterContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 		},
 		Ports:           []corev1.ContainerPort{{Name: "metrics", ContainerPort: ExporterPort, Protocol: corev1.ProtocolTCP}},
 		Resources:       mergeResources(defaults, s.Metrics.Resources),
-		SecurityContext: restrictedContainer(),
+		SecurityContext: sc,
 	}
 }
+
+// exporterUID is the user the exporter runs as when the Pod shares its
+// process namespace: nobody, the exporter image's own user.
+const exporterUID = 65534
 
 // restrictedContainer is what the restricted Pod Security Standard asks of
 // a container.

@@ -267,8 +267,10 @@ type pod struct {
 // crash loop, the last run in lastState).
 type checkRun struct {
 	exitCode  int32
+	reason    string // of the end; "Completed" or "Error" if ""
 	message   string
-	restarted bool
+	restarted bool // failed before, now waiting to run again
+	rerunning bool // failed before, now running again
 }
 
 // readyPods returns n ready Pods named <prefix>-0 to <prefix>-(n-1), with
@@ -352,8 +354,15 @@ func (p pod) object() corev1.Pod {
 		if c.exitCode != 0 {
 			end.Reason = "Error"
 		}
+		if c.reason != "" {
+			end.Reason = c.reason
+		}
 		ics := corev1.ContainerStatus{Name: "check", Image: v1alpha1.DefaultImage}
-		if c.restarted {
+		if c.rerunning {
+			ics.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(fixedNow.Add(-time.Second))}
+			ics.LastTerminationState.Terminated = end
+			ics.RestartCount = 3
+		} else if c.restarted {
 			ics.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
 			ics.LastTerminationState.Terminated = end
 			ics.RestartCount = 3

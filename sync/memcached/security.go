@@ -61,15 +61,9 @@ func localPort(s *v1alpha1.MemcachedSpec) int {
 func securityArgs(s *v1alpha1.MemcachedSpec) []string {
 	var args []string
 	if t := s.TLS; t != nil {
-		// ssl_min_version takes a number: 2 is TLS 1.2, 3 is TLS 1.3.
-		minVersion := map[string]string{"1.2": "2", "1.3": "3"}[t.MinVersion]
-		opts := []string{"ssl_chain_cert=" + tlsDir + "/tls.crt", "ssl_key=" + tlsDir + "/tls.key", "ssl_min_version=" + minVersion}
-		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
-			opts = append(opts, "ssl_ca_cert="+tlsDir+"/ca.crt", "ssl_verify_mode=2")
-		}
 		// One -l: memcached drops a second one that is a substring of
 		// the first. * is every address, over TLS.
-		args = append(args, "-Z", "-o", strings.Join(opts, ","), "-l", "*,notls:127.0.0.1:"+strconv.Itoa(LocalPort))
+		args = append(args, "-Z", "-o", tlsOptions(t), "-l", "*,notls:127.0.0.1:"+strconv.Itoa(LocalPort))
 	}
 	if a := s.Auth; a != nil {
 		switch a.Mode {
@@ -80,6 +74,18 @@ func securityArgs(s *v1alpha1.MemcachedSpec) []string {
 		}
 	}
 	return args
+}
+
+// tlsOptions are memcached's -o options for TLS: the files it loads at
+// start and on SIGHUP, and how it treats clients.
+func tlsOptions(t *v1alpha1.TLSSpec) string {
+	// ssl_min_version takes a number: 2 is TLS 1.2, 3 is TLS 1.3.
+	minVersion := map[string]string{"1.2": "2", "1.3": "3"}[t.MinVersion]
+	opts := []string{"ssl_chain_cert=" + tlsDir + "/tls.crt", "ssl_key=" + tlsDir + "/tls.key", "ssl_min_version=" + minVersion}
+	if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+		opts = append(opts, "ssl_ca_cert="+tlsDir+"/ca.crt", "ssl_verify_mode=2")
+	}
+	return strings.Join(opts, ",")
 }
 
 // securityEnv is memcached's environment for SASL: its password file and
@@ -178,19 +184,40 @@ func checkFunction(s *v1alpha1.MemcachedSpec) string {
 			fmt.Fprintf(&b, "  [ -s %s/%s ] || fail 'spec.tls.secretName: Secret %q has no %s, or does not exist'\n", tlsDir, k, t.SecretName, k)
 			fmt.Fprintf(&b, "  grep -q -e '-----BEGIN ' %s/%s || fail 'spec.tls.secretName: Secret %q: %s is not PEM'\n", tlsDir, k, t.SecretName, k)
 		}
+		// Then memcached itself loads the files, with the options the
+		// server has: a key that does not match the certificate, or a
+		// file OpenSSL cannot read, is caught here, not by a SIGHUP that
+		// would leave the server with a certificate and no key (its
+		// reload is not atomic). Told to listen on a TEST-NET address
+		// (RFC 5737), which no interface has, memcached exits 71
+		// (EX_OSERR) at the bind, after loading them; it exits 64
+		// (EX_USAGE) when it cannot load them. Its error names a file and
+		// OpenSSL's reason, never a value.
+		fmt.Fprintf(&b, "  out=$(timeout 10 memcached -Z -o %s -l %s -p %d -U 0 -c 64 -t 1 2>&1)\n", tlsOptions(t), trialAddress, Port)
+		fmt.Fprintf(&b, "  [ $? -eq 71 ] || fail \"spec.tls.secretName: Secret \\\"%s\\\": memcached cannot load it: $(echo \"$out\" | grep -m 1 -e '^Error' || echo \"$out\" | tail -n 1)\"\n", t.SecretName)
 	}
 	if a := s.Auth; a != nil {
 		users := authDir + "/users"
 		fmt.Fprintf(&b, "  [ -s %s ] || fail 'spec.auth.secretName: Secret %q has no users, or does not exist'\n", users, a.SecretName)
 		fmt.Fprintf(&b, "  grep -q -v -e '^[^:][^:]*:.' %s && fail 'spec.auth.secretName: Secret %q: users must hold one user:password a line, and no empty line'\n", users, a.SecretName)
 		fmt.Fprintf(&b, "  grep -q -e '^.\\{%d\\}' %s && fail 'spec.auth.secretName: Secret %q: a line of users is at most %d characters'\n", maxUserLine+1, users, a.SecretName, maxUserLine)
-		if a.Mode == v1alpha1.AuthModeASCII {
+		switch a.Mode {
+		case v1alpha1.AuthModeASCII:
 			fmt.Fprintf(&b, "  [ \"$(grep -c . %s)\" -le %d ] || fail 'spec.auth.secretName: Secret %q: ASCII authentication takes at most %d users'\n", users, maxASCIIUsers, a.SecretName, maxASCIIUsers)
+		case v1alpha1.AuthModeSASL:
+			// memcached's SASL password check ends a password at its
+			// first colon: "a:b" would let "a" in.
+			fmt.Fprintf(&b, "  grep -q -e '^[^:]*:.*:' %s && fail 'spec.auth.secretName: Secret %q: under SASL a password cannot hold a colon'\n", users, a.SecretName)
 		}
 	}
 	b.WriteString("  true\n)\n")
 	return b.String()
 }
+
+// trialAddress is the address the check's trial memcached is told to
+// listen on: TEST-NET-1 (RFC 5737), on no interface, so that it exits
+// once it has loaded its TLS files.
+const trialAddress = "192.0.2.1"
 
 // maxUserLine is the longest user:password line memcached reads whole: it
 // reads lines of 255 characters, and SASL adds @ and the Pod's hostname
@@ -255,7 +282,8 @@ func reloadScript(s *v1alpha1.MemcachedSpec) string {
 	if reloadsBySignal(s) {
 		b.WriteString("  pid=$(pidof memcached) || continue\n")
 		b.WriteString("  caught=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status)\n")
-		b.WriteString("  [ $(( 0x${caught:-0} & 2 )) -ne 0 ] || continue\n")
+		// SigCgt has bit n-1 set for signal n: SIGHUP (1) is bit 0.
+		b.WriteString("  [ $(( 0x${caught:-0} & 1 )) -ne 0 ] || continue\n")
 		b.WriteString("  kill -HUP $pid || continue\n")
 	}
 	b.WriteString("  last=$now\n  echo \"memcached has the Secrets of $(echo $now)\"\ndone\n")

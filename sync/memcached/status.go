@@ -301,15 +301,23 @@ func checkFailure(pod metacontroller.Pod) (string, bool) {
 		if cs.Name != checkContainer {
 			continue
 		}
+		// Waiting or running again after a failure, the failure is the
+		// last word: the condition holds through a crash loop.
 		end := cs.State.Terminated
-		if end == nil && cs.State.Waiting != nil {
+		if end == nil {
 			end = cs.LastState.Terminated
 		}
 		if end == nil || end.ExitCode == 0 {
 			return "", false
 		}
 		lines := strings.Split(strings.TrimSpace(end.Message), "\n")
-		return truncate(strings.TrimSpace(lines[len(lines)-1]), 256), true
+		last := strings.TrimSpace(lines[len(lines)-1])
+		if !strings.HasPrefix(last, "spec.") {
+			// Killed (out of memory, a signal) before the check said
+			// anything of its own.
+			last = fmt.Sprintf("the %s container ended with exit code %d (%s) before it could check the Secrets", checkContainer, end.ExitCode, end.Reason)
+		}
+		return truncate(last, 256), true
 	}
 	return "", false
 }

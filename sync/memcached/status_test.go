@@ -244,6 +244,22 @@ func TestDegradedPodTroubles(t *testing.T) {
 			wantInMessage: []string{`SecretNotUsable: spec.auth.secretName: Secret "users" has no users, or does not exist (p-x)`},
 		},
 		{
+			name: "a check running again after a refusal: still the refusal",
+			pods: append(readyPods("p", 2), pod{name: "p-x", phase: "Pending", waiting: "PodInitializing",
+				check: &checkRun{exitCode: 1, rerunning: true, message: "spec.auth.secretName: Secret \"users\" has no users, or does not exist"}}),
+			wantStatus:    "True",
+			wantReason:    "SecretNotUsable",
+			wantInMessage: []string{`SecretNotUsable: spec.auth.secretName: Secret "users" has no users, or does not exist (p-x)`},
+		},
+		{
+			name: "a check killed before it said why: how it ended",
+			pods: append(readyPods("p", 2), pod{name: "p-x", phase: "Pending", waiting: "PodInitializing",
+				check: &checkRun{exitCode: 137, reason: "OOMKilled"}}),
+			wantStatus:    "True",
+			wantReason:    "SecretNotUsable",
+			wantInMessage: []string{`SecretNotUsable: the check container ended with exit code 137 (OOMKilled) before it could check the Secrets (p-x)`},
+		},
+		{
 			name: "the first Pod's message, every Pod's name, before a crash loop",
 			pods: []pod{
 				{name: "p-b", phase: "Pending", check: &checkRun{exitCode: 1, message: "spec.tls.secretName: b"}},

@@ -137,6 +137,8 @@ var invalidSpecs = []struct {
 	{"networkPolicy empty peer", `{"networkPolicy":{"memcached":{"from":[{}]}}}`, "spec.networkPolicy.memcached.from[0]"},
 	{"networkPolicy ipBlock not a CIDR", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.1"}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock.cidr"},
 	{"networkPolicy except outside the block", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16","except":["10.1.0.0/24"]}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock.except[0]"},
+	{"networkPolicy except the whole block", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16","except":["10.0.0.0/16"]}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock.except[0]"},
+	{"networkPolicy except wider than the block", `{"networkPolicy":{"metrics":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16","except":["10.0.1.0/24","10.0.0.0/8"]}}]}}}`, "spec.networkPolicy.metrics.from[0].ipBlock.except[1]"},
 	{"networkPolicy ipBlock with a podSelector", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16"},"podSelector":{}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock"},
 	{"networkPolicy bad selector", `{"networkPolicy":{"metrics":{"from":[{"namespaceSelector":{"matchExpressions":[{"key":"a","operator":"Near"}]}}]}}}`, "spec.networkPolicy.metrics.from[0].namespaceSelector"},
 	{"spread with a bad whenUnsatisfiable", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Nope"}]}`, "spec.topologySpreadConstraints[0].whenUnsatisfiable"},

@@ -168,6 +168,16 @@ func TestTLS(t *testing.T) {
 		}) {
 			t.Errorf("memcached_up = %q under TLS, want 1; exporter output:\n%s", metrics["memcached_up"], p.Container("exporter").Output())
 		}
+
+		// The Pod shares one process namespace (for the reload sidecar):
+		// memcached's own user reads its key through /proc/PID/root, the
+		// exporter must not.
+		if code, out := p.Exec("reload", readThroughProc, 5*time.Second); code != 0 {
+			t.Errorf("the reload sidecar cannot read memcached's key through /proc (exit %d: %s): this check proves nothing", code, out)
+		}
+		if code, out := p.Exec("exporter", readThroughProc, 5*time.Second); code != 1 || !strings.Contains(out, "Permission denied") {
+			t.Errorf("the exporter reading memcached's key through /proc: exit %d, %.200q; want it refused", code, out)
+		}
 	})
 
 	t.Run("TLS 1.3 at least", func(t *testing.T) {
@@ -185,6 +195,14 @@ func TestTLS(t *testing.T) {
 		}
 	})
 }
+
+// readThroughProc reads memcached's TLS key through /proc/PID/root, as a
+// process sharing its process namespace can; it exits 2 when it finds no
+// memcached. It uses the machine's own shell and cat.
+var readThroughProc = []string{"/bin/sh", "-c", `for p in /proc/[0-9]*; do
+  if [ "$(cat $p/comm 2>/dev/null)" = memcached ]; then exec cat $p/root/run/memcached/tls/tls.key; fi
+done
+exit 2`}
 
 // listeners lists the Pod's listening TCP sockets (ss -ltn in its network
 // namespace).
@@ -277,6 +295,27 @@ func TestTLSRotation(t *testing.T) {
 		}
 		if now := p.Container("memcached").PID(t); now != pid {
 			t.Errorf("memcached's PID went from %d to %d: it restarted", pid, now)
+		}
+	})
+
+	t.Run("a key that does not match is not loaded", func(t *testing.T) {
+		served := servedCert(t, p, client)
+		mismatched := tlsSecret(t, ca, "cache mismatched")
+		mismatched["tls.key"] = tlsSecret(t, ca, "another")["tls.key"]
+		p.UpdateSecret("cache-tls", mismatched)
+		if !pod.WaitFor(30*time.Second, func() bool {
+			return strings.Contains(p.Container("reload").Output(), "not usable")
+		}) {
+			t.Fatalf("the reload sidecar did not refuse the update; its output:\n%s", p.Container("reload").Output())
+		}
+		// memcached, told to reload a mismatched pair, would keep the new
+		// certificate without a key and fail every handshake.
+		now := servedCert(t, p, client)
+		if now.SerialNumber.Cmp(served.SerialNumber) != 0 {
+			t.Errorf("new connections get certificate %q, want the one served before the unusable update", now.Subject.CommonName)
+		}
+		if got := p.Container("reload").Output(); !strings.Contains(got, "key values mismatch") {
+			t.Errorf("the reload sidecar does not say why:\n%s", got)
 		}
 	})
 
@@ -631,6 +670,10 @@ func TestCheckRefusesUnusableSecrets(t *testing.T) {
 	delete(withoutKey, "tls.key")
 	notPEM := tlsSecret(t, ca, "cache")
 	notPEM["tls.key"] = []byte("not a key at all")
+	mismatched := tlsSecret(t, ca, "cache")
+	mismatched["tls.key"] = tlsSecret(t, ca, "another")["tls.key"]
+	caNotCert := tlsSecret(t, ca, "cache")
+	caNotCert["ca.crt"] = caNotCert["tls.key"]
 	var nineUsers []string
 	for i := range 9 {
 		nineUsers = append(nineUsers, fmt.Sprintf("user%d:password-%d", i, i))
@@ -644,12 +687,15 @@ func TestCheckRefusesUnusableSecrets(t *testing.T) {
 		{"TLS Secret missing", `{"tls":{"secretName":"cache-tls"}}`, nil, `spec.tls.secretName: Secret "cache-tls" has no tls.crt, or does not exist`},
 		{"no tls.key", `{"tls":{"secretName":"cache-tls"}}`, map[string]map[string][]byte{"cache-tls": withoutKey}, `spec.tls.secretName: Secret "cache-tls" has no tls.key`},
 		{"tls.key not PEM", `{"tls":{"secretName":"cache-tls"}}`, map[string]map[string][]byte{"cache-tls": notPEM}, `spec.tls.secretName: Secret "cache-tls": tls.key is not PEM`},
+		{"tls.key does not match tls.crt", `{"tls":{"secretName":"cache-tls"}}`, map[string]map[string][]byte{"cache-tls": mismatched}, `spec.tls.secretName: Secret "cache-tls": memcached cannot load it: Error loading the key: /run/memcached/tls/tls.key : error:05800074:x509 certificate routines::key values mismatch`},
+		{"ca.crt holds no certificate", `{"tls":{"secretName":"cache-tls","clientCertificates":"Required"}}`, map[string]map[string][]byte{"cache-tls": caNotCert}, `spec.tls.secretName: Secret "cache-tls": memcached cannot load it: Error loading the CA certificate`},
 		{"client certificates without ca.crt", `{"tls":{"secretName":"cache-tls","clientCertificates":"Required"}}`, map[string]map[string][]byte{"cache-tls": withoutCA}, `spec.tls.secretName: Secret "cache-tls" has no ca.crt`},
 		{"users Secret missing", `{"auth":{"secretName":"cache-users"}}`, nil, `spec.auth.secretName: Secret "cache-users" has no users, or does not exist`},
 		{"a line without a colon", `{"auth":{"secretName":"cache-users"}}`, map[string]map[string][]byte{"cache-users": usersSecret("app:fine", "admin very-secret-value")}, `spec.auth.secretName: Secret "cache-users": users must hold one user:password a line`},
 		{"an empty password", `{"auth":{"secretName":"cache-users"}}`, map[string]map[string][]byte{"cache-users": usersSecret("app:")}, `users must hold one user:password a line`},
 		{"an empty line", `{"auth":{"secretName":"cache-users","mode":"ASCII"}}`, map[string]map[string][]byte{"cache-users": usersSecret("app:one", "", "admin:two")}, `and no empty line`},
 		{"a line too long", `{"auth":{"secretName":"cache-users"}}`, map[string]map[string][]byte{"cache-users": usersSecret("app:" + strings.Repeat("p", 177))}, `a line of users is at most 180 characters`},
+		{"a SASL password with a colon", `{"auth":{"secretName":"cache-users"}}`, map[string]map[string][]byte{"cache-users": usersSecret("app:very-secret:with-colon")}, `spec.auth.secretName: Secret "cache-users": under SASL a password cannot hold a colon`},
 		{"nine ASCII users", `{"auth":{"secretName":"cache-users","mode":"ASCII"}}`, map[string]map[string][]byte{"cache-users": usersSecret(nineUsers...)}, `ASCII authentication takes at most 8 users`},
 	}
 	for i, tt := range tests {

@@ -151,10 +151,18 @@ func peersErrors(path *field.Path, p *Peers) field.ErrorList {
 				errs = append(errs, field.Invalid(at.Child("ipBlock", "cidr"), b.CIDR, "not a CIDR like 10.0.0.0/8"))
 				continue
 			}
+			// As the API server judges a NetworkPolicy: each exception a
+			// strict subset of the block. One it would refuse would leave
+			// the Memcached with no policy at all, open to every Pod.
+			blockBits, _ := block.Mask.Size()
 			for j, except := range b.Except {
 				_, e, err := net.ParseCIDR(except)
 				if err != nil || !block.Contains(e.IP) {
 					errs = append(errs, field.Invalid(at.Child("ipBlock", "except").Index(j), except, "not a CIDR inside "+b.CIDR))
+					continue
+				}
+				if bits, _ := e.Mask.Size(); bits <= blockBits {
+					errs = append(errs, field.Invalid(at.Child("ipBlock", "except").Index(j), except, "not a strict subset of "+b.CIDR+": its prefix must be longer"))
 				}
 			}
 		}
