@@ -29,11 +29,15 @@ func notKept(path string, sent, stored any) []string {
 		sort.Strings(keys)
 		var out []string
 		for _, k := range keys {
+			if w[k] == nil {
+				// null is nothing sent (API servers before 1.33 write a
+				// template's creationTimestamp as null); the server may
+				// fill it in.
+				continue
+			}
 			gv, ok := g[k]
 			if !ok {
-				if w[k] != nil {
-					out = append(out, fmt.Sprintf("%s.%s: dropped (sent %v)", path, k, w[k]))
-				}
+				out = append(out, fmt.Sprintf("%s.%s: dropped (sent %v)", path, k, w[k]))
 				continue
 			}
 			out = append(out, notKept(path+"."+k, w[k], gv)...)
@@ -72,6 +76,7 @@ func TestNotKept(t *testing.T) {
 		{"a field dropped", `{"spec":{"lifecycle":{"preStop":{"sleep":{"seconds":10}}}}}`, `{"spec":{"lifecycle":{"preStop":{}}}}`, []string{"x.spec.lifecycle.preStop.sleep"}},
 		{"a value changed", `{"a":"1Mi"}`, `{"a":"1048576"}`, []string{"x.a"}},
 		{"a null sent", `{"a":null}`, `{}`, nil},
+		{"a null sent, filled in", `{"creationTimestamp":null}`, `{"creationTimestamp":"2026-11-23T12:03:55Z"}`, nil},
 		{"tolerations appended by admission", `{"tolerations":[{"key":"k"}]}`, `{"tolerations":[{"key":"k"},{"key":"not-ready"}]}`, nil},
 		{"another list grown", `{"args":["-m"]}`, `{"args":["-m","64"]}`, []string{"x.args"}},
 	}

@@ -252,7 +252,9 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 		if err != nil {
 			return err
 		}
-		checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(schedPort) + "/readyz"})
+		// /healthz: kube-scheduler 1.30, the version the tests pin, serves
+		// no /readyz (later releases add it).
+		checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(schedPort) + "/healthz"})
 	}
 	var kwok *process
 	if len(opts.Nodes) > 0 {

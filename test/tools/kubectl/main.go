@@ -1,14 +1,12 @@
 // Command kubectl is the upstream Kubernetes command-line client, built from
 // the k8s.io/kubectl module at the version matching kube-apiserver.
 //
-// It mirrors k8s.io/kubernetes/cmd/kubectl/kubectl.go.
+// It mirrors k8s.io/kubernetes/cmd/kubectl/kubectl.go (v1.30: kubectl has no
+// GetLogVerbosity there yet, so no early klog verbosity setup).
 package main
 
 import (
-	"os"
-
 	"k8s.io/component-base/cli"
-	"k8s.io/component-base/logs"
 	"k8s.io/kubectl/pkg/cmd"
 	"k8s.io/kubectl/pkg/cmd/util"
 
@@ -17,13 +15,6 @@ import (
 )
 
 func main() {
-	// We need to manually parse the arguments looking for verbosity flag and
-	// set appropriate level here, because in the normal flow the flag parsing,
-	// including the logging verbosity, happens inside cli.RunNoErrOutput.
-	// Doing it here ensures we can continue using klog during kubectl command
-	// construction, which includes handling plugins and parsing .kuberc file,
-	// for example.
-	logs.GlogSetter(cmd.GetLogVerbosity(os.Args)) // nolint:errcheck
 	command := cmd.NewDefaultKubectlCommand()
 	if err := cli.RunNoErrOutput(command); err != nil {
 		// Pretty-print the error and exit with an error.
