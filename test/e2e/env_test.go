@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // env is the system every scenario runs against: one control plane for the
@@ -61,23 +62,6 @@ const (
 
 // compositeController is the name of the operator's CompositeController.
 const compositeController = "memcached"
-
-// serviceMonitorCRD stands in for the Prometheus Operator's: same group,
-// version and kind, any content. (A copy of the integration suite's.)
-const serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
 
 // sharedEnv holds the package's env, started by the first test that asks.
 var sharedEnv struct {
@@ -180,7 +164,7 @@ func install(c *kube.Cluster, hookURL, dir string) error {
 	if _, stderr, err := c.Kubectl("apply", "--server-side", "-f", metacontrollerCRDs); err != nil {
 		return fmt.Errorf("applying Metacontroller's CRDs: %v: %s", err, stderr)
 	}
-	if _, stderr, err := c.KubectlStdin([]byte(serviceMonitorCRD), "apply", "-f", "-"); err != nil {
+	if _, stderr, err := c.KubectlStdin([]byte(testutil.ServiceMonitorCRD), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("applying the ServiceMonitor CRD: %v: %s", err, stderr)
 	}
 	if _, stderr, err := c.Kubectl("wait", "--for=condition=established", "--timeout=60s",

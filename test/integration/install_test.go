@@ -124,7 +124,7 @@ func TestInstall(t *testing.T) {
 		kubectl(t, c, nil, "create", "priorityclass", "memcached-critical", "--value=1000000")
 		// A stand-in for the Prometheus Operator's CRD, so that the
 		// ServiceMonitor the hook makes can be dry-run too.
-		kubectl(t, c, []byte(serviceMonitorCRD), "apply", "-f", "-")
+		kubectl(t, c, []byte(testutil.ServiceMonitorCRD), "apply", "-f", "-")
 		kubectl(t, c, nil, "wait", "--for=condition=established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
 		for _, f := range examples {
 			name := objectName(t, f)
@@ -255,23 +255,6 @@ func testHookAnswer(t *testing.T, c *kube.Cluster, hook string, name string) {
 		t.Errorf("second sync changed the status:\n got %s\nwant %s", gb, wb)
 	}
 }
-
-// serviceMonitorCRD stands in for the Prometheus Operator's: same group,
-// version and kind, any content.
-const serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: servicemonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
 
 // createPodFromTemplate dry-runs a Pod made from a Pod template in a
 // namespace, which proves the Pod passes admission there (Pod Security

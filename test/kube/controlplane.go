@@ -1,13 +1,11 @@
 package kube
 
 import (
-	"bytes"
 	"crypto/tls"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -325,16 +323,13 @@ func (c *Cluster) waitHTTP(p *process, url string, deadline time.Time) error {
 		if err := c.exited(); err != nil {
 			return err
 		}
-		resp, err := client.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
-		} else {
-			last = err.Error()
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if ok, last = probe(client, req); ok {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %s; last %s: %s (output in %s)", p.name, readyTimeout, url, last, p.logPath)

@@ -490,16 +490,9 @@ func (c *Cluster) waitReady(timeout time.Duration) error {
 			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+c.token)
-		resp, err := client.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
-		} else {
-			last = err.Error()
+		var ok bool
+		if ok, last = probe(client, req); ok {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("API server not ready after %s; last /readyz: %s", timeout, last)
@@ -723,4 +716,19 @@ func randomHex(n int) (string, error) {
 		return "", errors.New("reading random bytes: " + err.Error())
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// probe sends req once and tells whether it was answered 200 OK, and if
+// not, what came back instead, for the error after the last try.
+func probe(client *http.Client, req *http.Request) (bool, string) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err.Error()
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return true, ""
+	}
+	return false, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
 }
