@@ -1,6 +1,8 @@
-# make run   serves the hook on :8080 (no cluster needed)
-# make test  runs every test: unit, HTTP, generated files, and the
-#            integration suite against a real kube-apiserver built from source
+# make run   serves the hook on 127.0.0.1:8080 (no cluster needed)
+# make test  runs every test: unit, HTTP, generated files, the integration
+#            suite against a real kube-apiserver, real memcached running the
+#            Pods the hook answers, and the end-to-end suite behind a real
+#            Metacontroller, building what they need once into .cache/
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
