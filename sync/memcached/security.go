@@ -20,13 +20,14 @@ import (
 // busybox, do what memcached cannot:
 //
 //   - An init container (check) refuses to start memcached when a Secret
-//     lacks a key, and says which in its termination message, which the
+//     lacks a key or holds files memcached cannot load (memcached itself
+//     tries them), and says which in its termination message, which the
 //     status repeats: the rollout stalls on the new Pod while the old ones
 //     keep serving their part of the cache. For SASL it also writes the
 //     SASL configuration and the password file memcached reads.
 //   - A sidecar (reload) watches the Secrets' volumes, which kubelet
-//     updates in place (a new ..data directory, one symlink switched), and
-//     has the running memcached load them: SIGHUP makes memcached reload
+//     updates in place (a new ..data directory, one symlink switched), runs
+//     check's checks, and only then has the running memcached load them: SIGHUP makes memcached reload
 //     its certificates and its ASCII authentication file within a second,
 //     without a restart, so no item is lost. The Pod shares one process
 //     namespace for it. SIGHUP rather than memcached's refresh_certs
