@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/example/memcached-operator/sync/memcached"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -43,6 +45,7 @@ type config struct {
 	authTokenFile      string
 	basicAuthUserFile  string
 	basicAuthPassFile  string
+	agentImage         string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -71,6 +74,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.authTokenFile, "auth-token-file", "", "require hook calls to send \"Authorization: Bearer <token>\" with the token in this `file` (white space trimmed); reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthUserFile, "basic-auth-username-file", "", "require hook calls to use Basic authentication with the username in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthPassFile, "basic-auth-password-file", "", "the Basic authentication password, in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.agentImage, "agent-image", "", "`image` of memcached-agent, which Memcacheds with spec.discovery run: the hook's own image, which holds both (the manifests set it)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nServes Metacontroller's customize, sync and finalize hooks for Memcached objects.\nEvery flag may also be set as MEMCACHED_HOOK_<NAME> in the environment.\n\nFlags:\n", fs.Name())
 		fs.PrintDefaults()
@@ -189,6 +193,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			queueTimeout:       cfg.queueTimeout,
 			metrics:            m,
 			auth:               auth,
+			logic:              memcached.Options{AgentImage: cfg.agentImage},
 		}),
 		// Every limit is far above what a 1,000-Pod sync needs (4 to 5 MB,
 		// answered in tens of milliseconds) and above Metacontroller's

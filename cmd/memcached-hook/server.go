@@ -35,6 +35,9 @@ type serverOptions struct {
 	metrics *metrics
 	// auth checks every hook call's credentials; nil lets every call in.
 	auth *authenticator
+	// logic is what the hook's settings tell the logic (the agent's
+	// image).
+	logic memcached.Options
 }
 
 // newServer returns the hook's whole HTTP surface.
@@ -89,8 +92,8 @@ func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
 		return h.With(middleware.Recoverer, middleware.RequestSize(opts.maxRequestBytes))
 	}
 	hook("customize").Post("/customize", handle(opts, metacontroller.DecodeCustomizeRequest, customize))
-	hook("sync").Post("/sync", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Sync, opts.metrics)))
-	hook("finalize").Post("/finalize", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Finalize, opts.metrics)))
+	hook("sync").Post("/sync", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Sync, opts)))
+	hook("finalize").Post("/finalize", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Finalize, opts)))
 	r.Method(http.MethodGet, "/metrics", opts.metrics.handler())
 	r.Get("/healthz", handleHealthz())
 	r.Head("/healthz", handleHealthz())
@@ -137,18 +140,18 @@ func customize(req *metacontroller.CustomizeRequest, _ time.Time, c *callLog) (a
 
 // syncWith answers the sync or finalize hook with f, and counts what its
 // answer decided.
-func syncWith(f func(*metacontroller.SyncRequest, time.Time) (*memcached.Answer, error), m *metrics) answerFunc[metacontroller.SyncRequest] {
+func syncWith(f func(*metacontroller.SyncRequest, time.Time, memcached.Options) (*memcached.Answer, error), opts serverOptions) answerFunc[metacontroller.SyncRequest] {
 	return func(req *metacontroller.SyncRequest, now time.Time, c *callLog) (any, error) {
 		c.parent(req.Parent)
 		for _, objs := range req.Children {
 			c.children += len(objs)
 		}
 		c.pods = len(req.Pods)
-		a, err := f(req, now)
+		a, err := f(req, now, opts.logic)
 		if err != nil {
 			return nil, err
 		}
-		m.observeSync(c.hook, a)
+		opts.metrics.observeSync(c.hook, a)
 		return a.Response, nil
 	}
 }

@@ -53,7 +53,7 @@ func BenchmarkSync(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				a, err := memcached.Sync(req, now)
+				a, err := memcached.Sync(req, now, hookOptions)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -96,7 +96,7 @@ func BenchmarkSyncParts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		a, err := memcached.Sync(req, now)
+		a, err := memcached.Sync(req, now, hookOptions)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -112,7 +112,7 @@ func BenchmarkSyncParts(b *testing.B) {
 		b.Run(fmt.Sprintf("pods=%d/compute", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := memcached.Sync(req, now); err != nil {
+				if _, err := memcached.Sync(req, now, hookOptions); err != nil {
 					b.Fatal(err)
 				}
 			}

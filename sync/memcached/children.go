@@ -43,7 +43,7 @@ type object[S any] struct {
 
 // desiredChildren builds every child the spec calls for, of the kinds the
 // CompositeController manages, in a fixed order.
-func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool) []any {
+func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options) []any {
 	children := []any{deployment(p, s)}
 	if managed[ServiceKey] {
 		children = append(children, service(p, s))
@@ -57,7 +57,23 @@ func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, manage
 	if managed[NetworkPolicyKey] {
 		children = append(children, networkPolicy(p, s))
 	}
+	if discoveryEnabled(s) && opts.AgentImage != "" && managesAll(managed, agentKinds) {
+		children = append(children, agentChildren(p, s, opts)...)
+	}
 	return children
+}
+
+// agentKinds are the kinds of agentChildren. They come all or none: an
+// agent without its Role could not read its Memcached.
+var agentKinds = []string{DeploymentKey, ServiceAccountKey, RoleKey, RoleBindingKey, ServiceKey, PDBKey, NetworkPolicyKey}
+
+func managesAll(managed map[string]bool, kinds []string) bool {
+	for _, k := range kinds {
+		if !managed[k] {
+			return false
+		}
+	}
+	return true
 }
 
 func wantsServiceMonitor(s *v1alpha1.MemcachedSpec) bool {
@@ -418,24 +434,9 @@ func networkPolicy(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[n
 	if s.NetworkPolicy != nil {
 		np = *s.NetworkPolicy
 	}
-	rule := func(port int, peers *v1alpha1.Peers) networkingv1.NetworkPolicyIngressRule {
-		tcp := corev1.ProtocolTCP
-		r := networkingv1.NetworkPolicyIngressRule{
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt(port))}},
-		}
-		if peers != nil && peers.AllowAll {
-			return r // no from: every source
-		}
-		// An empty podSelector: every Pod of the policy's namespace.
-		r.From = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
-		if peers != nil {
-			r.From = append(r.From, peers.From...)
-		}
-		return r
-	}
-	ingress := []networkingv1.NetworkPolicyIngressRule{rule(Port, np.Memcached)}
+	ingress := []networkingv1.NetworkPolicyIngressRule{ingressRule(Port, np.Memcached)}
 	if metricsEnabled(s) {
-		ingress = append(ingress, rule(ExporterPort, np.Metrics))
+		ingress = append(ingress, ingressRule(ExporterPort, np.Metrics))
 	}
 	return object[networkingv1.NetworkPolicySpec]{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
@@ -446,4 +447,22 @@ func networkPolicy(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[n
 			Ingress:     ingress,
 		},
 	}
+}
+
+// ingressRule opens port to the Pods of the policy's namespace and to
+// peers, or to every source when peers allow all.
+func ingressRule(port int, peers *v1alpha1.Peers) networkingv1.NetworkPolicyIngressRule {
+	tcp := corev1.ProtocolTCP
+	r := networkingv1.NetworkPolicyIngressRule{
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr(intstr.FromInt(port))}},
+	}
+	if peers != nil && peers.AllowAll {
+		return r // no from: every source
+	}
+	// An empty podSelector: every Pod of the policy's namespace.
+	r.From = []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}
+	if peers != nil {
+		r.From = append(r.From, peers.From...)
+	}
+	return r
 }

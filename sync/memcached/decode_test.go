@@ -98,8 +98,8 @@ func TestDecodeRequestAgreesWithEncodingJSON(t *testing.T) {
 				t.Fatalf("DecodeCustomizeRequest differs from encoding/json (-want +got):\n%s", diff)
 			}
 
-			wantAnswer, wantErr := memcached.Sync(want, fixedNow)
-			gotAnswer, gotErr := memcached.Sync(got, fixedNow)
+			wantAnswer, wantErr := memcached.Sync(want, fixedNow, hookOptions)
+			gotAnswer, gotErr := memcached.Sync(got, fixedNow, hookOptions)
 			if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 				t.Fatalf("Sync errors differ: encoding/json's request gives %v, DecodeSyncRequest's %v", wantErr, gotErr)
 			}

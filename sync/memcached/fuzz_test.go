@@ -49,7 +49,7 @@ func FuzzSync(f *testing.F) {
 			checkRequestError(t, err)
 			return
 		}
-		answer, err := memcached.Sync(req, fixedNow)
+		answer, err := memcached.Sync(req, fixedNow, hookOptions)
 		if err != nil {
 			checkRequestError(t, err)
 			return

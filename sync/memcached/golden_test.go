@@ -161,8 +161,14 @@ func checkAnswer(t *testing.T, hook string, body, got []byte) {
 				t.Errorf("child %d has no %v:\n%s", i, f, testutil.Truncate(raw))
 			}
 		}
+		// Every child is labelled as the Memcached's: its Pods' objects
+		// with their selector labels, the agent's with the agent's.
 		labels := testutil.GetObject(child, "metadata", "labels")
-		for k, v := range memcached.SelectorLabels(name) {
+		want := memcached.SelectorLabels(name)
+		if app, _ := labels["app.kubernetes.io/name"].(string); app == "memcached-agent" {
+			want = memcached.AgentSelectorLabels(name)
+		}
+		for k, v := range want {
 			if got, _ := labels[k].(string); got != v {
 				t.Errorf("child %d (%s) has label %s=%q, want %q", i, childKey(child), k, got, v)
 			}

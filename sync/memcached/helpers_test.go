@@ -26,6 +26,10 @@ import (
 // carried forward.
 var fixedNow = time.Date(2026, time.November, 22, 3, 0, 0, 0, time.UTC)
 
+// hookOptions are the hook's settings in these tests: an agent image, as
+// the manifests set one.
+var hookOptions = memcached.Options{AgentImage: "ghcr.io/example/memcached-hook:test"}
+
 // lastApplied is the annotation in which Metacontroller keeps a child as the
 // hook last answered it.
 const lastApplied = "metacontroller.k8s.io/last-applied-configuration"
@@ -41,7 +45,13 @@ const (
 // the finalize hook, and encodes the answer with encoding/json.
 func callHook(t *testing.T, hook string, body []byte, now time.Time) []byte {
 	t.Helper()
-	out, err := tryHook(hook, body, now)
+	return callHookWith(t, hook, body, now, hookOptions)
+}
+
+// callHookWith is callHook for a hook started with opts.
+func callHookWith(t *testing.T, hook string, body []byte, now time.Time, opts memcached.Options) []byte {
+	t.Helper()
+	out, err := tryHookWith(hook, body, now, opts)
 	if err != nil {
 		t.Fatalf("%s hook: %v", hook, err)
 	}
@@ -50,6 +60,11 @@ func callHook(t *testing.T, hook string, body []byte, now time.Time) []byte {
 
 // tryHook is callHook returning the hook's error instead of failing.
 func tryHook(hook string, body []byte, now time.Time) ([]byte, error) {
+	return tryHookWith(hook, body, now, hookOptions)
+}
+
+// tryHookWith is tryHook for a hook started with opts.
+func tryHookWith(hook string, body []byte, now time.Time, opts memcached.Options) ([]byte, error) {
 	var resp any
 	switch hook {
 	case "customize":
@@ -71,7 +86,7 @@ func tryHook(hook string, body []byte, now time.Time) ([]byte, error) {
 		if hook == "finalize" {
 			answer = memcached.Finalize
 		}
-		a, err := answer(req, now)
+		a, err := answer(req, now, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -126,11 +141,24 @@ func parseAnswer(t *testing.T, raw []byte) syncAnswer {
 // fails the test if there are several.
 func (a syncAnswer) child(t *testing.T, key string) (map[string]any, bool) {
 	t.Helper()
+	return a.childOf(t, key, "memcached")
+}
+
+// agentChild is child for the objects of the agent (spec.discovery).
+func (a syncAnswer) agentChild(t *testing.T, key string) (map[string]any, bool) {
+	t.Helper()
+	return a.childOf(t, key, "memcached-agent")
+}
+
+// childOf finds the answer's one child of a kind whose
+// app.kubernetes.io/name label is app: memcached's or the agent's.
+func (a syncAnswer) childOf(t *testing.T, key, app string) (map[string]any, bool) {
+	t.Helper()
 	var found map[string]any
 	for _, c := range a.children {
-		if childKey(c) == key {
+		if childKey(c) == key && testutil.GetString(c, "metadata", "labels", "app.kubernetes.io/name") == app {
 			if found != nil {
-				t.Fatalf("answer has two %s children", key)
+				t.Fatalf("answer has two %s children of %s", key, app)
 			}
 			found = c
 		}
@@ -213,12 +241,15 @@ func (a syncAnswer) condition(t *testing.T, typ string) metav1.Condition {
 // fixture describes a sync request in the few terms the tests vary. body
 // turns it into the JSON Metacontroller would send (hook v2 keys).
 type fixture struct {
-	generation int64              // the parent's; 0 means 1
-	spec       string             // the parent's spec as raw JSON; "" means {}
-	conditions []metav1.Condition // the parent's observed status conditions
-	deployment *deploy            // the observed Deployment; nil means none
-	pods       []pod              // the related Pods
-	kinds      []string           // the managed child kinds; nil means Deployment, Service and PDB
+	generation int64               // the parent's; 0 means 1
+	spec       string              // the parent's spec as raw JSON; "" means {}
+	conditions []metav1.Condition  // the parent's observed status conditions
+	slotTable  *v1alpha1.SlotTable // the parent's observed slot table
+	children   []any               // more observed children (beside the Deployment)
+	options    *memcached.Options  // the hook's settings; nil means hookOptions
+	deployment *deploy             // the observed Deployment; nil means none
+	pods       []pod               // the related Pods
+	kinds      []string            // the managed child kinds; nil means Deployment, Service and PDB
 	finalizing bool
 }
 
@@ -400,6 +431,9 @@ func (f fixture) body(t *testing.T) []byte {
 	if f.conditions == nil {
 		parent["status"] = map[string]any{}
 	}
+	if f.slotTable != nil {
+		parent["status"].(map[string]any)["slotTable"] = f.slotTable
+	}
 	kinds := f.kinds
 	if kinds == nil {
 		kinds = []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey}
@@ -413,6 +447,14 @@ func (f fixture) body(t *testing.T) []byte {
 			t.Fatal("fixture has a Deployment but does not manage Deployments")
 		}
 		children[memcached.DeploymentKey][testNamespace+"/"+testName] = d.object()
+	}
+	for _, c := range f.children {
+		o := testutil.DecodeObject(t, testutil.MustMarshal(t, c))
+		key := testutil.GetString(o, "kind") + "." + testutil.GetString(o, "apiVersion")
+		if _, ok := children[key]; !ok {
+			t.Fatalf("fixture has a %s child but does not manage the kind", key)
+		}
+		children[key][testNamespace+"/"+testutil.GetString(o, "metadata", "name")] = o
 	}
 	pods := map[string]any{}
 	for _, p := range f.pods {
@@ -465,7 +507,11 @@ func (f fixture) run(t *testing.T, now time.Time) syncAnswer {
 	if f.finalizing {
 		hook = "finalize"
 	}
-	return parseAnswer(t, callHook(t, hook, f.body(t), now))
+	opts := hookOptions
+	if f.options != nil {
+		opts = *f.options
+	}
+	return parseAnswer(t, callHookWith(t, hook, f.body(t), now, opts))
 }
 
 // withAllKinds returns the request body with an empty entry for Services,
@@ -479,7 +525,8 @@ func withAllKinds(t *testing.T, body []byte) []byte {
 	if children == nil {
 		t.Fatal("request has no children map")
 	}
-	for _, k := range []string{memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey} {
+	for _, k := range []string{memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
+		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey} {
 		if _, ok := children[k]; !ok {
 			children[k] = map[string]any{}
 		}

@@ -39,6 +39,7 @@ const (
 	ReasonAsExpected                 Reason = "AsExpected"
 	ReasonInvalidSpec                Reason = "InvalidSpec"
 	ReasonChildKindNotManaged        Reason = "ChildKindNotManaged"
+	ReasonAgentImageUnset            Reason = "AgentImageUnset"
 	ReasonSecretNotUsable            Reason = "SecretNotUsable"
 	ReasonOOMKilled                  Reason = "OOMKilled"
 	ReasonCrashLoopBackOff           Reason = "CrashLoopBackOff"

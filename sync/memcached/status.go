@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/slots"
 )
 
 // observed is what the request says exists, reduced to what the status
@@ -25,7 +26,9 @@ type observed struct {
 	childCount int
 	deployment *deploymentState
 	pods       []metacontroller.Pod // the parent's live Pods, sorted by name
+	leaving    []metacontroller.Pod // its terminating Pods that have not finished, sorted by name
 	managed    map[string]bool      // the child kinds the CompositeController manages
+	names      map[string]bool      // the observed children, as kind key + "/" + name
 	finalizing bool
 }
 
@@ -39,10 +42,13 @@ type deploymentState struct {
 }
 
 func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
-	obs := observed{managed: make(map[string]bool, len(req.Children)), finalizing: finalizing}
+	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing}
 	for kind, objs := range req.Children {
 		obs.managed[kind] = true
 		obs.childCount += len(objs)
+		for _, c := range objs {
+			obs.names[kind+"/"+c.Metadata.Name] = true
+		}
 	}
 	name := req.Parent.Name
 	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
@@ -50,17 +56,25 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	}
 	sel := labels.SelectorFromSet(SelectorLabels(name))
 	for _, pod := range req.Pods {
-		// Terminating and finished (evicted, completed) Pods are not
-		// members any more; the ReplicaSet has already replaced them.
-		if pod.Metadata.DeletionTimestamp != nil ||
-			pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
+		// Finished (evicted, completed) Pods are gone for good, and Pods
+		// of another Memcached are none of its business.
+		if pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
 			pod.Metadata.Namespace != req.Parent.Namespace ||
 			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
 			continue
 		}
+		// Terminating Pods are not members any more (the ReplicaSet has
+		// already replaced them), but they still hold their items and,
+		// until a Ready Pod takes it, their slot.
+		if pod.Metadata.DeletionTimestamp != nil {
+			obs.leaving = append(obs.leaving, pod)
+			continue
+		}
 		obs.pods = append(obs.pods, pod)
 	}
-	slices.SortFunc(obs.pods, func(a, b metacontroller.Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	byName := func(a, b metacontroller.Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) }
+	slices.SortFunc(obs.pods, byName)
+	slices.SortFunc(obs.leaving, byName)
 	return obs
 }
 
@@ -112,7 +126,7 @@ func readDeployment(c metacontroller.Child) *deploymentState {
 
 // status computes the parent's status from what was observed. spec is nil
 // when specErr says why.
-func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time) *v1alpha1.MemcachedStatus {
+func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time, opts Options) *v1alpha1.MemcachedStatus {
 	st := &v1alpha1.MemcachedStatus{
 		ObservedGeneration: p.Generation,
 		Nodes:              []string{},
@@ -144,6 +158,9 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 		size = obs.deployment.replicas
 	}
 
+	st.SlotTable = slotTable(p, size, obs, now)
+	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
+
 	avail := available(size, st.ReadyReplicas)
 	if spec == nil && obs.deployment == nil {
 		avail = cond(ConditionAvailable, false, ReasonInvalidSpec, "the spec is invalid and no Deployment exists")
@@ -151,7 +168,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	conds := []metav1.Condition{
 		avail,
 		progressing(spec, specErr, size, obs, st),
-		degraded(spec, specErr, obs),
+		degraded(spec, specErr, obs, opts),
 	}
 	old := p.Status.Conditions
 	for i := range conds {
@@ -224,7 +241,7 @@ func deploymentCondition(s appsv1.DeploymentStatus, t appsv1.DeploymentCondition
 	return false
 }
 
-func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1.Condition {
+func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts Options) metav1.Condition {
 	if specErr != "" {
 		return cond(ConditionDegraded, true, ReasonInvalidSpec, truncate(specErr, maxMessage))
 	}
@@ -261,6 +278,12 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed) metav1
 		}
 		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
 	}
+	if discoveryEnabled(spec) && opts.AgentImage == "" {
+		if reason == "" {
+			reason = ReasonAgentImageUnset
+		}
+		msgs = append(msgs, "spec.discovery needs the agent, and the hook runs without --agent-image: set it to the hook's own image (the manifests do)")
+	}
 	if missing := missingKinds(spec, obs); len(missing) > 0 {
 		if reason == "" {
 			reason = ReasonChildKindNotManaged
@@ -283,9 +306,12 @@ func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
 	if wantsServiceMonitor(s) {
 		need = append(need, ServiceMonitorKey)
 	}
+	if discoveryEnabled(s) {
+		need = append(need, agentKinds...)
+	}
 	var missing []string
 	for _, k := range need {
-		if !obs.managed[k] {
+		if !obs.managed[k] && !slices.Contains(missing, k) {
 			missing = append(missing, k)
 		}
 	}
@@ -391,3 +417,20 @@ func cond(t string, ok bool, reason Reason, msg string) metav1.Condition {
 	}
 	return metav1.Condition{Type: t, Status: s, Reason: string(reason), Message: msg}
 }
+
+// slotTable assigns the Pods their slots (package slots), starting from the
+// table the status held, and versions the result.
+func slotTable(p *metacontroller.Parent, size int32, obs observed, now time.Time) v1alpha1.SlotTable {
+	pods := make([]slots.Pod, 0, len(obs.pods)+len(obs.leaving))
+	for _, pod := range obs.pods {
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod)})
+	}
+	for _, pod := range obs.leaving {
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), Leaving: true})
+	}
+	table := slots.Assign(p.Status.SlotTable.Slots, size, pods)
+	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, table, now), Slots: table}
+}
+
+// hasChild tells whether a child of kind (its key) and name was observed.
+func (obs observed) hasChild(kind, name string) bool { return obs.names[kind+"/"+name] }

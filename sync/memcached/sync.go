@@ -78,18 +78,27 @@ func Customize(req *metacontroller.CustomizeRequest) (*metacontroller.CustomizeR
 // observed child as the hook last applied it, so nothing is deleted or
 // changed, and a Degraded condition that names the field. A request that
 // says the parent is finalizing is answered as Finalize answers it.
-func Sync(req *metacontroller.SyncRequest, now time.Time) (*Answer, error) {
-	return answer(req, req.Finalizing, now)
+func Sync(req *metacontroller.SyncRequest, now time.Time, opts Options) (*Answer, error) {
+	return answer(req, req.Finalizing, now, opts)
+}
+
+// Options are the hook's own settings that reach its answers.
+type Options struct {
+	// AgentImage is the image of memcached-agent, which the hook's image
+	// holds too: the agent's Deployment runs it. The manifests set it to
+	// the hook's own image, so that upgrading the operator upgrades the
+	// agents (and never touches a memcached Pod).
+	AgentImage string
 }
 
 // Finalize answers the finalize hook: no children, and finalized once none
 // are observed. Metacontroller calls it only for a parent being deleted,
 // whatever the request's finalizing field says.
-func Finalize(req *metacontroller.SyncRequest, now time.Time) (*Answer, error) {
-	return answer(req, true, now)
+func Finalize(req *metacontroller.SyncRequest, now time.Time, opts Options) (*Answer, error) {
+	return answer(req, true, now, opts)
 }
 
-func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time) (*Answer, error) {
+func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opts Options) (*Answer, error) {
 	if err := checkParent(req.Parent); err != nil {
 		return nil, err
 	}
@@ -110,9 +119,9 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time) (*A
 	case specErr != "":
 		resp.Children = keepChildren(req.Children)
 	default:
-		resp.Children = desiredChildren(req.Parent, spec, obs.managed)
+		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts)
 	}
-	resp.Status = status(req.Parent, spec, specErr, obs, now)
+	resp.Status = status(req.Parent, spec, specErr, obs, now, opts)
 	a := &Answer{Response: resp, Degraded: ReasonAsExpected}
 	if c := meta.FindStatusCondition(resp.Status.Conditions, ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
 		a.Degraded = Reason(c.Reason)

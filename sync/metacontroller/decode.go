@@ -150,7 +150,7 @@ func decodeParent(d *jsontext.Decoder, pp **Parent) error {
 		case "spec":
 			o.err = decodeSpec(d, p)
 		case "status":
-			o.err = decodeConditions(d, &p.Status.Conditions)
+			o.err = decodeStatus(d, &p.Status)
 		default:
 			o.err = skip(d)
 		}
@@ -177,29 +177,44 @@ func decodeSpec(d *jsontext.Decoder, p *Parent) error {
 	return nil
 }
 
-// decodeConditions reads the well-formed conditions of the parent's status
-// into out. Whatever else the status holds, in whatever shape, is skipped.
-func decodeConditions(d *jsontext.Decoder, out *[]metav1.Condition) error {
+// decodeStatus reads what the hook carries forward from the parent's
+// status: the well-formed conditions, the slot table and the configuration
+// endpoint. Whatever else the status holds, in whatever shape, is skipped,
+// and so is a part that does not decode: a status written by an older hook
+// or edited by hand, whatever its shape, cannot fail every call. (A slot
+// table that does not decode is rebuilt from the Pods.)
+func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 	if d.PeekKind() != '{' {
 		return skip(d)
 	}
 	o := objectAt(d)
 	for o.next() {
-		if o.name.String() != "conditions" || d.PeekKind() != '[' {
-			o.err = skip(d)
-			continue
-		}
-		a := arrayAt(d)
-		for a.next() {
-			var raw jsontext.Value
-			if raw, a.err = d.ReadValue(); a.err == nil {
-				var c metav1.Condition
-				if json.Unmarshal(raw, &c) == nil {
-					*out = append(*out, c)
+		switch name := o.name.String(); {
+		case name == "conditions" && d.PeekKind() == '[':
+			a := arrayAt(d)
+			for a.next() {
+				var raw jsontext.Value
+				if raw, a.err = d.ReadValue(); a.err == nil {
+					var c metav1.Condition
+					if json.Unmarshal(raw, &c) == nil {
+						st.Conditions = append(st.Conditions, c)
+					}
 				}
 			}
+			o.err = a.err
+		case name == "slotTable" && d.PeekKind() == '{':
+			var raw jsontext.Value
+			if raw, o.err = d.ReadValue(); o.err == nil {
+				var t v1alpha1.SlotTable
+				if json.Unmarshal(raw, &t) == nil {
+					st.SlotTable = t
+				}
+			}
+		case name == "configurationEndpoint" && d.PeekKind() == '"':
+			st.ConfigurationEndpoint, o.err = readString(d)
+		default:
+			o.err = skip(d)
 		}
-		o.err = a.err
 	}
 	return o.err
 }

@@ -25,6 +25,10 @@ import (
 // fixedNow is the clock the hook answers at.
 var fixedNow = time.Date(2026, time.November, 23, 12, 0, 0, 0, time.UTC)
 
+// hookOptions are the hook's settings in these tests: an agent image, as
+// the manifests set one.
+var hookOptions = memcached.Options{AgentImage: "ghcr.io/example/memcached-hook:test"}
+
 // answer runs the hook's first sync for a Memcached (a YAML or JSON
 // object) and returns its answer.
 func answer(t *testing.T, object []byte) *memcached.Answer {
@@ -40,7 +44,7 @@ func answer(t *testing.T, object []byte) *memcached.Answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := memcached.Sync(req, fixedNow)
+	a, err := memcached.Sync(req, fixedNow, hookOptions)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -762,7 +762,7 @@ func degradedFromCheck(t *testing.T, name, spec string, f pod.InitFailure) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := memcached.Sync(decoded, fixedNow)
+	a, err := memcached.Sync(decoded, fixedNow, hookOptions)
 	if err != nil {
 		t.Fatal(err)
 	}

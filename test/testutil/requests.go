@@ -18,6 +18,9 @@ var ManagedKinds = []string{
 	"PodDisruptionBudget.policy/v1",
 	"ServiceMonitor.monitoring.coreos.com/v1",
 	"NetworkPolicy.networking.k8s.io/v1",
+	"ServiceAccount.v1",
+	"Role.rbac.authorization.k8s.io/v1",
+	"RoleBinding.rbac.authorization.k8s.io/v1",
 }
 
 // FirstSync is the first sync request Metacontroller sends for parent (a

@@ -335,6 +335,10 @@ type Rule struct {
 // Path is where the rule blames, from the object's root.
 func (r Rule) Path() string { return strings.TrimPrefix(r.On+r.Field, ".") }
 
+// DiscoverySuffix ends the name of the Service of the configuration
+// endpoint: NAME-discovery.
+const DiscoverySuffix = "-discovery"
+
 // dns1035Label is what a Memcached's name must match: it names the Service
 // and is a label value.
 const (
@@ -445,6 +449,15 @@ var Rules = func() []Rule {
 		Message: fmt.Sprintf("metadata.name must be a DNS label of at most %d characters that starts with a letter: it names the Service and is a label value", dns1035LabelMaxLen),
 		Holds: func(m *Memcached) bool {
 			return len(m.Name) <= dns1035LabelMaxLen && dns1035LabelRE.MatchString(m.Name)
+		},
+	}, {
+		// NAME-discovery names a Service too.
+		On:      "",
+		Field:   ".metadata.name",
+		CEL:     fmt.Sprintf("!has(self.spec.discovery) || !has(self.spec.discovery.enabled) || !self.spec.discovery.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(DiscoverySuffix)),
+		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.discovery: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(DiscoverySuffix), "NAME"+DiscoverySuffix, dns1035LabelMaxLen),
+		Holds: func(m *Memcached) bool {
+			return m.Spec.Discovery == nil || !m.Spec.Discovery.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(DiscoverySuffix)
 		},
 	}, {
 		On:      "spec.image",

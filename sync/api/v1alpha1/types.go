@@ -111,6 +111,14 @@ type MemcachedSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
+	// Discovery makes the Memcached a configuration endpoint that clients
+	// speaking ElastiCache Auto Discovery use unchanged: an agent Deployment
+	// and a Service NAME-discovery on port 11211 that answer
+	// "config get cluster" with the Pods of the slot table, following it
+	// within seconds.
+	// +optional
+	Discovery *DiscoverySpec `json:"discovery,omitempty"`
+
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
 	// version over loopback, with the image's sh, nc and timeout (the
@@ -120,6 +128,20 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:Enum=Version;TCP
 	// +optional
 	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
+}
+
+// DiscoverySpec configures the configuration endpoint.
+type DiscoverySpec struct {
+	// Enabled runs the agent Deployment (two replicas) and the Service
+	// NAME-discovery. status.configurationEndpoint names what clients are
+	// given.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Resources of the agent container; keys left out get small defaults
+	// (requests 10m CPU and 32Mi, limit 64Mi).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // TLSSpec serves memcached over TLS. The Secret is mounted read-only into
@@ -335,9 +357,72 @@ type MemcachedStatus struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// SlotTable gives every memcached Pod a stable place in the server
+	// list: clients and the proxy spread keys over the servers in slot
+	// order, so a Pod that replaces another takes its slot and no other
+	// key moves. The configuration endpoint serves it.
+	// +optional
+	SlotTable SlotTable `json:"slotTable"`
+
+	// ConfigurationEndpoint is the host:port clients that speak ElastiCache
+	// Auto Discovery are given, with spec.discovery.
+	// +optional
+	ConfigurationEndpoint string `json:"configurationEndpoint,omitempty"`
+
 	// Conditions are Available, Progressing and Degraded.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions"`
 }
+
+// SlotTable is the ordered server list the hook keeps: slot number to Pod.
+type SlotTable struct {
+	// Version rises whenever the served list (the Serving slots' Pods and
+	// addresses, in slot order) changes, and never otherwise: clients that
+	// speak Auto Discovery apply only a higher version. It is at least the
+	// Unix time in seconds of the change, so that it keeps rising even
+	// when the status is wiped and rebuilt.
+	// +optional
+	Version int64 `json:"version"`
+
+	// Slots are the slots in order, one entry per slot from 0: as many as
+	// spec.size, and for a while more when a scale-down waits for Pods to
+	// leave.
+	// +optional
+	Slots []Slot `json:"slots"`
+}
+
+// Slot is one place in the server list and the Pod that holds it.
+type Slot struct {
+	// Slot is the slot's number, its place in the list.
+	Slot int32 `json:"slot"`
+
+	// Pod is the name of the Pod that holds the slot; empty while no Pod
+	// does.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+
+	// IP is the Pod's address.
+	// +optional
+	IP string `json:"ip,omitempty"`
+
+	// State is Serving (the Pod is Ready, not terminating and has an
+	// address: it is in the served list), NotReady (the Pod keeps its slot
+	// while it is not ready, so that it comes back to the same place),
+	// Leaving (the Pod is terminating and no Ready Pod has taken its slot
+	// yet) or Empty.
+	State SlotState `json:"state"`
+}
+
+// SlotState is what a slot's Pod is doing.
+// +kubebuilder:validation:Enum=Serving;NotReady;Leaving;Empty
+type SlotState string
+
+// The slot states.
+const (
+	SlotServing  SlotState = "Serving"
+	SlotNotReady SlotState = "NotReady"
+	SlotLeaving  SlotState = "Leaving"
+	SlotEmpty    SlotState = "Empty"
+)

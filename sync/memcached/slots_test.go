@@ -1,0 +1,205 @@
+package memcached_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
+)
+
+// slotsOf writes a status's slot table as "pod:State" per slot.
+func slotsOf(tb v1alpha1.SlotTable) string {
+	var parts []string
+	for _, e := range tb.Slots {
+		if e.Pod == "" {
+			parts = append(parts, "-:"+string(e.State))
+			continue
+		}
+		parts = append(parts, e.Pod+":"+string(e.State))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestSlotTableThroughTheHook runs a Memcached of three Pods through what
+// happens to it, feeding each answer's status back as the parent's, as
+// Metacontroller does, and checks the table and its version at each step.
+func TestSlotTableThroughTheHook(t *testing.T) {
+	now := fixedNow
+	pods := []pod{
+		{name: "m-c", ready: true, ip: "10.0.0.3"},
+		{name: "m-a", ready: true, ip: "10.0.0.1"},
+		{name: "m-b", ready: true, ip: "10.0.0.2"},
+	}
+	var table *v1alpha1.SlotTable
+	step := func(name, spec string, want string, versionRises bool) {
+		t.Helper()
+		now = now.Add(time.Minute)
+		before := int64(0)
+		if table != nil {
+			before = table.Version
+		}
+		f := fixture{spec: spec, deployment: convergedDeploy(3), pods: pods, slotTable: table}
+		got := f.run(t, now).status.SlotTable
+		if s := slotsOf(got); s != want {
+			t.Errorf("%s: slots %q, want %q", name, s, want)
+		}
+		switch {
+		case versionRises && got.Version <= before:
+			t.Errorf("%s: version %d, want above %d", name, got.Version, before)
+		case versionRises && got.Version < now.Unix():
+			t.Errorf("%s: version %d, want at least the time, %d", name, got.Version, now.Unix())
+		case !versionRises && got.Version != before:
+			t.Errorf("%s: version %d, want %d unchanged", name, got.Version, before)
+		}
+		// Converged: the same request, later, changes nothing.
+		f.slotTable = &got
+		if again := f.run(t, now.Add(time.Hour)).status.SlotTable; !cmp.Equal(again, got) {
+			t.Errorf("%s: a second sync changed the table:\n%+v\n%+v", name, got, again)
+		}
+		table = &got
+	}
+	step("first sync", `{"size":3}`, "m-a:Serving m-b:Serving m-c:Serving", true)
+	step("nothing changed", `{"size":3}`, "m-a:Serving m-b:Serving m-c:Serving", false)
+
+	set := func(name string, change func(p *pod)) {
+		t.Helper()
+		for i := range pods {
+			if pods[i].name == name {
+				change(&pods[i])
+				return
+			}
+		}
+		t.Fatalf("no Pod %s", name)
+	}
+	set("m-b", func(p *pod) { p.ready = false })
+	step("m-b not ready", `{"size":3}`, "m-a:Serving m-b:NotReady m-c:Serving", true)
+	set("m-b", func(p *pod) { p.ready = true })
+	step("m-b ready again, in its slot", `{"size":3}`, "m-a:Serving m-b:Serving m-c:Serving", true)
+
+	pods = append(pods, pod{name: "m-d", ready: true, ip: "10.0.0.4"})
+	step("a surge Pod waits", `{"size":3}`, "m-a:Serving m-b:Serving m-c:Serving", false)
+	set("m-a", func(p *pod) { p.deleting = true })
+	step("m-a terminating: m-d takes its slot", `{"size":3}`, "m-d:Serving m-b:Serving m-c:Serving", true)
+	pods = slices.DeleteFunc(pods, func(p pod) bool { return p.name == "m-a" })
+	step("m-a gone", `{"size":3}`, "m-d:Serving m-b:Serving m-c:Serving", false)
+
+	pods = append(pods, pod{name: "m-e", ready: true, ip: "10.0.0.5"})
+	step("scale up", `{"size":4}`, "m-d:Serving m-b:Serving m-c:Serving m-e:Serving", true)
+	set("m-b", func(p *pod) { p.deleting = true })
+	step("scale down, m-b leaving: m-e moves into its slot", `{"size":3}`, "m-d:Serving m-e:Serving m-c:Serving", true)
+
+	table = nil
+	step("status wiped: rebuilt by name", `{"size":3}`, "m-c:Serving m-d:Serving m-e:Serving", true)
+}
+
+// TestSlotTableWithAnInvalidSpec keeps the table following the Pods while
+// the children are kept: clients still need the list.
+func TestSlotTableWithAnInvalidSpec(t *testing.T) {
+	prev := &v1alpha1.SlotTable{Version: 7, Slots: []v1alpha1.Slot{
+		{Slot: 0, Pod: "m-a", IP: "10.0.0.1", State: v1alpha1.SlotServing},
+		{Slot: 1, Pod: "m-b", IP: "10.0.0.2", State: v1alpha1.SlotServing},
+	}}
+	got := fixture{
+		spec:       `{"size":-1}`,
+		deployment: convergedDeploy(2),
+		pods:       []pod{{name: "m-a", ready: true, ip: "10.0.0.1"}, {name: "m-b", deleting: true, ip: "10.0.0.2"}, {name: "m-c", ready: true, ip: "10.0.0.3"}},
+		slotTable:  prev,
+	}.run(t, fixedNow)
+	if c := got.condition(t, "Degraded"); c.Reason != string(memcached.ReasonInvalidSpec) {
+		t.Fatalf("Degraded = %s, want InvalidSpec", c.Reason)
+	}
+	if s := slotsOf(got.status.SlotTable); s != "m-a:Serving m-c:Serving" {
+		t.Errorf("slots %q, want m-c in m-b's slot", s)
+	}
+	if got.status.SlotTable.Version <= prev.Version {
+		t.Errorf("version %d, want above %d", got.status.SlotTable.Version, prev.Version)
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	spec := `{"size":2,"discovery":{"enabled":true}}`
+	allKinds := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
+		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey}
+	discoveryService := map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": testName + "-discovery", "namespace": testNamespace},
+	}
+	tests := []struct {
+		name         string
+		f            fixture
+		wantAgent    bool
+		wantEndpoint string
+		wantDegraded memcached.Reason
+	}{{
+		name:         "first sync: the agent's children, no endpoint before its Service exists",
+		f:            fixture{spec: spec, kinds: allKinds},
+		wantAgent:    true,
+		wantDegraded: memcached.ReasonAsExpected,
+	}, {
+		name:         "the Service observed: status names the endpoint",
+		f:            fixture{spec: spec, kinds: allKinds, children: []any{discoveryService}},
+		wantAgent:    true,
+		wantEndpoint: testName + "-discovery." + testNamespace + ".svc:11211",
+		wantDegraded: memcached.ReasonAsExpected,
+	}, {
+		name:         "off by default",
+		f:            fixture{spec: `{"size":2}`, kinds: allKinds},
+		wantDegraded: memcached.ReasonAsExpected,
+	}, {
+		name:         "a CompositeController without the agent's kinds",
+		f:            fixture{spec: spec},
+		wantDegraded: memcached.ReasonChildKindNotManaged,
+	}, {
+		name:         "a hook without --agent-image",
+		f:            fixture{spec: spec, kinds: allKinds, options: &memcached.Options{}},
+		wantDegraded: memcached.ReasonAgentImageUnset,
+	}, {
+		name:         "an invalid spec keeps the endpoint the status named",
+		f:            fixture{spec: `{"size":-1,"discovery":{"enabled":true}}`, kinds: allKinds, conditions: nil, children: []any{discoveryService}},
+		wantDegraded: memcached.ReasonInvalidSpec,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.f.run(t, fixedNow)
+			_, gotAgent := a.agentChild(t, memcached.DeploymentKey)
+			if gotAgent != tt.wantAgent {
+				t.Errorf("agent Deployment in the answer: %v, want %v (children %v)", gotAgent, tt.wantAgent, a.childKeys())
+			}
+			if tt.wantAgent {
+				for _, k := range []string{memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey} {
+					if _, ok := a.agentChild(t, k); !ok {
+						t.Errorf("no agent %s in the answer", k)
+					}
+				}
+			}
+			if got := a.status.ConfigurationEndpoint; got != tt.wantEndpoint {
+				t.Errorf("configurationEndpoint = %q, want %q", got, tt.wantEndpoint)
+			}
+			if c := a.condition(t, "Degraded"); c.Reason != string(tt.wantDegraded) {
+				t.Errorf("Degraded = %s (%s), want %s", c.Reason, c.Message, tt.wantDegraded)
+			}
+		})
+	}
+}
+
+// TestAgentRole checks the one permission the agent gets: reading its own
+// Memcached.
+func TestAgentRole(t *testing.T) {
+	a := fixture{spec: `{"discovery":{"enabled":true}}`, kinds: []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey,
+		memcached.NetworkPolicyKey, memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey}}.run(t, fixedNow)
+	role, ok := a.agentChild(t, memcached.RoleKey)
+	if !ok {
+		t.Fatal("no Role")
+	}
+	got := fmt.Sprint(role["rules"])
+	want := fmt.Sprintf("[map[apiGroups:[cache.example.com] resourceNames:[%s] resources:[memcacheds] verbs:[get list watch]]]", testName)
+	if got != want {
+		t.Errorf("rules = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,421 @@
+package slots_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// table writes a slot table compactly, one "pod@ip:State" or "-" per slot,
+// so that a case reads like the table it expects.
+func table(t *testing.T, spec string) []v1alpha1.Slot {
+	t.Helper()
+	var out []v1alpha1.Slot
+	for i, f := range strings.Fields(spec) {
+		e := v1alpha1.Slot{Slot: int32(i), State: v1alpha1.SlotEmpty}
+		if f != "-" {
+			pod, rest, ok := strings.Cut(f, "@")
+			i := strings.LastIndex(rest, ":")
+			if !ok || i < 0 {
+				t.Fatalf("bad slot %q in %q", f, spec)
+			}
+			e.Pod, e.IP, e.State = pod, rest[:i], v1alpha1.SlotState(rest[i+1:])
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// show is table's inverse, for failure messages.
+func show(tb []v1alpha1.Slot) string {
+	var parts []string
+	for i, e := range tb {
+		if int(e.Slot) != i {
+			parts = append(parts, fmt.Sprintf("#%d?", e.Slot))
+		}
+		if e.State == v1alpha1.SlotEmpty && e.Pod == "" {
+			parts = append(parts, "-")
+			continue
+		}
+		parts = append(parts, e.Pod+"@"+e.IP+":"+string(e.State))
+	}
+	return strings.Join(parts, " ")
+}
+
+// ready, notReady and leaving make Pods.
+func ready(name, ip string) slots.Pod    { return slots.Pod{Name: name, IP: ip, Ready: true} }
+func notReady(name, ip string) slots.Pod { return slots.Pod{Name: name, IP: ip} }
+func leaving(name, ip string) slots.Pod {
+	return slots.Pod{Name: name, IP: ip, Ready: true, Leaving: true}
+}
+
+func TestAssign(t *testing.T) {
+	tests := []struct {
+		name string
+		prev string
+		size int32
+		pods []slots.Pod
+		want string
+	}{{
+		name: "first Pods take slots by name",
+		size: 3,
+		pods: []slots.Pod{ready("c", "10.0.0.3"), ready("a", "10.0.0.1"), ready("b", "10.0.0.2")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "converged table stays",
+		prev: "c@10.0.0.3:Serving a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		want: "c@10.0.0.3:Serving a@10.0.0.1:Serving b@10.0.0.2:Serving",
+	}, {
+		name: "a Pod not yet Ready gets no slot",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), notReady("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		want: "a@10.0.0.1:Serving c@10.0.0.3:Serving -",
+	}, {
+		name: "a Ready Pod without an IP gets no slot",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "")},
+		want: "a@10.0.0.1:Serving -",
+	}, {
+		name: "a slot's Pod that is not Ready keeps its slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), notReady("b", "10.0.0.2")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:NotReady",
+	}, {
+		name: "a slot's Pod that is not Ready keeps it even from a Ready newcomer",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), notReady("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:NotReady",
+	}, {
+		name: "a terminating Pod is Leaving until a Ready Pod takes its slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3"), notReady("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Leaving c@10.0.0.3:Serving",
+	}, {
+		name: "a replacement takes the slot of the Pod it replaces",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Leaving c@10.0.0.3:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "a lost Pod's slot is Empty, then its replacement's",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		want: "a@10.0.0.1:Serving - c@10.0.0.3:Serving",
+	}, {
+		name: "the replacement of a lost Pod takes its slot",
+		prev: "a@10.0.0.1:Serving - c@10.0.0.3:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3"), ready("z", "10.0.0.9")},
+		want: "a@10.0.0.1:Serving z@10.0.0.9:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "a surge Pod waits while every slot is held",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("a2", "10.0.0.5")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+	}, {
+		name: "scale up: new Pods take the new slots",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 5,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("e", "10.0.0.5"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving e@10.0.0.5:Serving",
+	}, {
+		name: "scale up: a new Pod takes the lowest free slot",
+		prev: "a@10.0.0.1:Serving - c@10.0.0.3:Serving",
+		size: 4,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving -",
+	}, {
+		name: "scale down: the table keeps its slots until Pods leave",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+	}, {
+		name: "scale down: the last slot's Pod leaves, the slot goes",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), leaving("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "scale down: a middle Pod leaves, the last slot's Pod moves into its slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "scale down: a middle Pod is gone, the last slot's Pod moves into its slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 3,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "scale down by two: the highest slot moves first, the other waits",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 2,
+		pods: []slots.Pod{leaving("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "d@10.0.0.4:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "scale down: a Pod above size that is not Ready cannot move and holds its place",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), notReady("c", "10.0.0.3")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Leaving c@10.0.0.3:NotReady",
+	}, {
+		name: "scale down: a slot below a waiting slot keeps its place, then empties",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), leaving("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Leaving d@10.0.0.4:Serving",
+	}, {
+		name: "scale down: a hole below a waiting slot keeps its place",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Leaving d@10.0.0.4:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving - d@10.0.0.4:Serving",
+	}, {
+		name: "scaled to zero: Pods keep their slots until they leave",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 0,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2")},
+		want: "a@10.0.0.1:Serving",
+	}, {
+		name: "scaled to zero and gone: no slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 0,
+		want: "",
+	}, {
+		name: "status wiped: rebuilt from the Pods, terminating ones left out",
+		size: 3,
+		pods: []slots.Pod{leaving("a", "10.0.0.1"), ready("c", "10.0.0.3"), ready("b", "10.0.0.2"), notReady("d", "10.0.0.4")},
+		want: "b@10.0.0.2:Serving c@10.0.0.3:Serving -",
+	}, {
+		name: "a Pod's new IP is taken from the Pod",
+		prev: "a@10.0.0.1:Serving",
+		size: 1,
+		pods: []slots.Pod{ready("a", "10.0.0.7")},
+		want: "a@10.0.0.7:Serving",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slots.Assign(table(t, tt.prev), tt.size, tt.pods)
+			if diff := cmp.Diff(show(got), show(table(t, tt.want))); diff != "" {
+				t.Errorf("Assign(%q, %d) = %q, want %q", tt.prev, tt.size, show(got), tt.want)
+			}
+		})
+	}
+}
+
+// TestAssignEditedTable feeds tables no hook writes: each nonsense entry is
+// dropped, the rest kept.
+func TestAssignEditedTable(t *testing.T) {
+	pods := []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3")}
+	tests := []struct {
+		name string
+		prev []v1alpha1.Slot
+		want string
+	}{{
+		name: "a slot far out of range",
+		prev: []v1alpha1.Slot{{Slot: 1_000_000, Pod: "a"}, {Slot: 1, Pod: "b"}},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "a negative slot",
+		prev: []v1alpha1.Slot{{Slot: -1, Pod: "c"}, {Slot: 0, Pod: "b"}},
+		want: "b@10.0.0.2:Serving a@10.0.0.1:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "a slot listed twice",
+		prev: []v1alpha1.Slot{{Slot: 2, Pod: "a"}, {Slot: 2, Pod: "b"}},
+		want: "b@10.0.0.2:Serving c@10.0.0.3:Serving a@10.0.0.1:Serving",
+	}, {
+		name: "a Pod in two slots",
+		prev: []v1alpha1.Slot{{Slot: 2, Pod: "a"}, {Slot: 0, Pod: "a"}},
+		want: "b@10.0.0.2:Serving c@10.0.0.3:Serving a@10.0.0.1:Serving",
+	}, {
+		name: "a Pod that does not exist",
+		prev: []v1alpha1.Slot{{Slot: 0, Pod: "x", IP: "10.9.9.9", State: v1alpha1.SlotServing}},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name: "entries out of order",
+		prev: []v1alpha1.Slot{{Slot: 2, Pod: "a"}, {Slot: 0, Pod: "c"}, {Slot: 1, Pod: "b"}},
+		want: "c@10.0.0.3:Serving b@10.0.0.2:Serving a@10.0.0.1:Serving",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slots.Assign(tt.prev, 3, pods)
+			if show(got) != tt.want {
+				t.Errorf("Assign = %q, want %q", show(got), tt.want)
+			}
+		})
+	}
+}
+
+// TestRollingUpdate replays a rolling update as a Deployment with
+// maxSurge 1 and maxUnavailable 0 runs it (a new Pod, Ready; an old Pod
+// terminating; gone), through Assign, and checks what a client sees at
+// every step: every slot keeps its place, a slot changes owner only to a
+// Ready Pod, the served list never has fewer than size-1 Pods, and at the
+// end every slot is held by a new Pod.
+func TestRollingUpdate(t *testing.T) {
+	const size = 4
+	pods := map[string]slots.Pod{}
+	for i := range size {
+		pods[fmt.Sprintf("old-%d", i)] = ready(fmt.Sprintf("old-%d", i), fmt.Sprintf("10.0.0.%d", i+1))
+	}
+	list := func() []slots.Pod {
+		var out []slots.Pod
+		for _, p := range pods {
+			out = append(out, p)
+		}
+		return out
+	}
+	tb := slots.Assign(nil, size, list())
+	ready := map[string]bool{}
+	check := func(step string) {
+		t.Helper()
+		next := slots.Assign(tb, size, list())
+		if len(next) != size {
+			t.Fatalf("%s: %d slots, want %d: %s", step, len(next), size, show(next))
+		}
+		serving := 0
+		for i, e := range next {
+			if e.Pod != tb[i].Pod && e.Pod != "" && !pods[e.Pod].Ready {
+				t.Errorf("%s: slot %d went to %s, which is not Ready", step, i, e.Pod)
+			}
+			if e.State == v1alpha1.SlotServing {
+				serving++
+			}
+		}
+		if serving < size-1 {
+			t.Errorf("%s: %d slots serving, want at least %d: %s", step, serving, size-1, show(next))
+		}
+		tb = next
+	}
+	for i := range size {
+		n := fmt.Sprintf("new-%d", i)
+		pods[n] = notReady(n, fmt.Sprintf("10.0.1.%d", i+1))
+		check("new Pod " + n + " created")
+		pods[n] = slots.Pod{Name: n, IP: pods[n].IP, Ready: true}
+		ready[n] = true
+		check("new Pod " + n + " Ready")
+		o := fmt.Sprintf("old-%d", size-1-i) // the controller's choice, not the table's
+		p := pods[o]
+		p.Leaving = true
+		pods[o] = p
+		check("old Pod " + o + " terminating")
+		delete(pods, o)
+		check("old Pod " + o + " gone")
+	}
+	for i, e := range tb {
+		if !strings.HasPrefix(e.Pod, "new-") || e.State != v1alpha1.SlotServing {
+			t.Errorf("after the rollout slot %d is %s@%s:%s, want a new Pod serving", i, e.Pod, e.IP, e.State)
+		}
+	}
+}
+
+func TestAssignIsDeterministic(t *testing.T) {
+	pods := []slots.Pod{ready("c", "10.0.0.3"), ready("a", "10.0.0.1"), leaving("d", "10.0.0.4"), ready("b", "10.0.0.2"), ready("e", "10.0.0.5")}
+	prev := table(t, "- d@10.0.0.4:Serving e@10.0.0.5:Serving")
+	want := show(slots.Assign(prev, 4, pods))
+	for range 50 {
+		// Reverse the order Pods arrive in: maps in the request have none.
+		for i, j := 0, len(pods)-1; i < j; i, j = i+1, j-1 {
+			pods[i], pods[j] = pods[j], pods[i]
+		}
+		if got := show(slots.Assign(prev, 4, pods)); got != want {
+			t.Fatalf("Assign gave %q, then %q", want, got)
+		}
+	}
+	if want != "a@10.0.0.1:Serving b@10.0.0.2:Serving e@10.0.0.5:Serving c@10.0.0.3:Serving" {
+		t.Errorf("Assign = %q", want)
+	}
+}
+
+func TestServed(t *testing.T) {
+	tb := table(t, "a@10.244.1.7:Serving b@10.244.2.3:NotReady - c@fd00::5:Serving d@10.244.3.1:Leaving")
+	got := slots.Served(tb, "cache", "shop", 11211)
+	want := []slots.Node{
+		{Host: "10-244-1-7.cache.shop.svc", IP: "10.244.1.7", Port: 11211},
+		{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Served (-got +want):\n%s", diff)
+	}
+	if got, want := got[1].Addr(), "[fd00::5]:11211"; got != want {
+		t.Errorf("Addr = %q, want %q", got, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	served := "a@10.0.0.1:Serving b@10.0.0.2:Serving"
+	tests := []struct {
+		name string
+		prev v1alpha1.SlotTable
+		next string
+		want int64
+	}{{
+		name: "nothing served changed",
+		prev: v1alpha1.SlotTable{Version: 42, Slots: table(t, served)},
+		next: served,
+		want: 42,
+	}, {
+		name: "a Pod not serving changed, the served list did not",
+		prev: v1alpha1.SlotTable{Version: 42, Slots: table(t, served+" -")},
+		next: served + " c@10.0.0.3:NotReady",
+		want: 42,
+	}, {
+		name: "a Pod was replaced at the same address",
+		prev: v1alpha1.SlotTable{Version: 42, Slots: table(t, served)},
+		next: "a@10.0.0.1:Serving z@10.0.0.2:Serving",
+		want: 42,
+	}, {
+		name: "changed: rises to the clock",
+		prev: v1alpha1.SlotTable{Version: 42, Slots: table(t, served)},
+		next: "a@10.0.0.1:Serving b@10.0.0.2:NotReady",
+		want: now.Unix(),
+	}, {
+		name: "changed, order only",
+		prev: v1alpha1.SlotTable{Version: 42, Slots: table(t, served)},
+		next: "b@10.0.0.2:Serving a@10.0.0.1:Serving",
+		want: now.Unix(),
+	}, {
+		name: "changed twice in a second: rises past the clock",
+		prev: v1alpha1.SlotTable{Version: now.Unix(), Slots: table(t, served)},
+		next: "a@10.0.0.1:Serving",
+		want: now.Unix() + 1,
+	}, {
+		name: "changed, the last version ahead of this clock: still rises",
+		prev: v1alpha1.SlotTable{Version: now.Unix() + 3600, Slots: table(t, served)},
+		next: "a@10.0.0.1:Serving",
+		want: now.Unix() + 3601,
+	}, {
+		name: "status wiped: starts at the clock",
+		prev: v1alpha1.SlotTable{},
+		next: served,
+		want: now.Unix(),
+	}, {
+		name: "nothing ever served",
+		prev: v1alpha1.SlotTable{},
+		next: "- -",
+		want: 0,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := slots.Version(tt.prev, table(t, tt.next), now); got != tt.want {
+				t.Errorf("Version = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
