@@ -101,6 +101,27 @@ func DecodeCustomizeRequest(body []byte) (*CustomizeRequest, error) {
 	return req, nil
 }
 
+// DecodeMemcached decodes a Memcached object on its own, as `kubectl get
+// memcached NAME -o json` prints it and a watch event carries it, by the
+// rules a hook request's parent is decoded with: the agent reads the
+// object it follows through here, so that it and the hook cannot read one
+// object two ways. A spec that is not a Memcached spec is no error (see
+// Parent.SpecError); anything else that is not a Memcached is.
+func DecodeMemcached(body []byte) (*Parent, error) {
+	var p *Parent
+	err := decode(body, func(d *jsontext.Decoder) error { return decodeParent(d, &p) })
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, &Error{Msg: "got null, want a Memcached object"}
+	}
+	if p.APIVersion != v1alpha1.APIVersion || p.Kind != v1alpha1.Kind {
+		return nil, &Error{Msg: fmt.Sprintf("got apiVersion %q and kind %q, want %q and %q", p.APIVersion, p.Kind, v1alpha1.APIVersion, v1alpha1.Kind)}
+	}
+	return p, nil
+}
+
 // decode runs walk over body with a pooled decoder, checks that nothing
 // but white space follows the top-level value, and describes any error.
 func decode(body []byte, walk func(*jsontext.Decoder) error) error {

@@ -129,3 +129,78 @@ func TestDecodeSyncRequestRules(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeMemcached(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		wantErr string
+		check   func(t *testing.T, p *metacontroller.Parent)
+	}{{
+		name: "as kubectl prints it",
+		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached",
+			"metadata":{"name":"cache","namespace":"shop","managedFields":[{"manager":"kubectl"}]},
+			"spec":{"size":2,"discovery":{"enabled":true}},
+			"status":{"slotTable":{"version":17,"slots":[{"slot":0,"pod":"cache-a","ip":"10.0.0.1","state":"Serving"}]},
+				"configurationEndpoint":"cache-discovery.shop.svc:11211","nodes":["cache-a"]}}`,
+		check: func(t *testing.T, p *metacontroller.Parent) {
+			if p.Name != "cache" || p.Namespace != "shop" || *p.Spec.Size != 2 || !p.Spec.Discovery.Enabled {
+				t.Errorf("decoded %+v", p)
+			}
+			if tb := p.Status.SlotTable; tb.Version != 17 || len(tb.Slots) != 1 || tb.Slots[0].IP != "10.0.0.1" {
+				t.Errorf("slot table %+v", tb)
+			}
+			if p.Status.ConfigurationEndpoint != "cache-discovery.shop.svc:11211" {
+				t.Errorf("configurationEndpoint %q", p.Status.ConfigurationEndpoint)
+			}
+		},
+	}, {
+		name: "a slot table that does not decode is left out, the rest kept",
+		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},
+			"status":{"slotTable":{"version":"seven","slots":[]},"conditions":[{"type":"Available","status":"True","reason":"R","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`,
+		check: func(t *testing.T, p *metacontroller.Parent) {
+			if p.Status.SlotTable.Version != 0 || len(p.Status.Conditions) != 1 {
+				t.Errorf("status %+v", p.Status)
+			}
+		},
+	}, {
+		name: "a spec that is no Memcached spec is no error",
+		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"spec":{"size":"two"}}`,
+		check: func(t *testing.T, p *metacontroller.Parent) {
+			if p.SpecError == nil {
+				t.Error("no SpecError")
+			}
+		},
+	}, {
+		name:    "another kind",
+		body:    `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}`,
+		wantErr: `got apiVersion "v1" and kind "ConfigMap"`,
+	}, {
+		name:    "null",
+		body:    `null`,
+		wantErr: "got null",
+	}, {
+		name:    "not JSON",
+		body:    `{"apiVersion":`,
+		wantErr: "unexpected end",
+	}, {
+		name:    "trailing data",
+		body:    `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached"} {}`,
+		wantErr: "after the top-level value",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := metacontroller.DecodeMemcached([]byte(tt.body))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, p)
+		})
+	}
+}
