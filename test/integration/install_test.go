@@ -390,7 +390,7 @@ func startHook(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--listen-address=127.0.0.1:0", "--shutdown-delay=0")
+	cmd := exec.CommandContext(ctx, bin, "--listen-address=127.0.0.1:0", "--shutdown-delay=0", "--agent-image=ghcr.io/example/memcached-hook:test")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
