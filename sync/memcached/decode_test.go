@@ -56,13 +56,14 @@ type referenceRequest struct {
 }
 
 // request is what DecodeSyncRequest must give for it: the parent's
-// managedFields skipped, and of its status only the conditions.
+// managedFields skipped, and of its status only what the hook carries
+// forward (the conditions, the slot table, the configuration endpoint).
 func (r referenceRequest) request() *metacontroller.SyncRequest {
 	out := &metacontroller.SyncRequest{Children: r.Children, Pods: r.Related.Pods, Finalizing: r.Finalizing}
 	if r.Parent != nil {
 		p := *r.Parent
 		p.ManagedFields = nil
-		p.Status = v1alpha1.MemcachedStatus{Conditions: p.Status.Conditions}
+		p.Status = v1alpha1.MemcachedStatus{Conditions: p.Status.Conditions, SlotTable: p.Status.SlotTable, ConfigurationEndpoint: p.Status.ConfigurationEndpoint}
 		out.Parent = &metacontroller.Parent{Memcached: p}
 	}
 	return out
@@ -71,8 +72,8 @@ func (r referenceRequest) request() *metacontroller.SyncRequest {
 // TestDecodeRequestAgreesWithEncodingJSON checks that DecodeSyncRequest and
 // DecodeCustomizeRequest read every request of the corpus exactly as
 // encoding/json reads it into the same types (but for what they skip: the
-// parent's managedFields and the status beside its conditions, which the
-// hook never reads), and that the answers are the same bytes: the fast
+// parent's managedFields and the status beside what it carries forward,
+// which the hook never reads), and that the answers are the same bytes: the fast
 // decoder changes no answer.
 func TestDecodeRequestAgreesWithEncodingJSON(t *testing.T) {
 	for name, body := range decodeCorpus(t) {

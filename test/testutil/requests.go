@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
 )
 
 // ManagedKinds are the children map keys of every kind the
@@ -49,7 +50,8 @@ const podNameAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 // BigRequest grows BigCapture to n related Pods, all ready, by cloning one
 // of its real Pods (managedFields and all, the full shape Metacontroller
 // sends) under unique names, UIDs and IPs; for n below the capture's count
-// it keeps the first n Pods by key. The spec asks for n Pods, or the most
+// it keeps the first n Pods by key. The parent's status holds the slot
+// table of those Pods, as a converged Memcached's does. The spec asks for n Pods, or the most
 // spec.size allows if n is more, so that the spec stays valid and every size
 // takes the same path through the hook.
 func BigRequest(tb testing.TB, n int) []byte {
@@ -97,6 +99,21 @@ func BigRequest(tb testing.TB, n int) []byte {
 		pods[key] = p
 	}
 	GetObject(req, "parent", "spec")["size"] = min(n, maxSize())
+	// A converged Memcached's status holds the slot table the last sync
+	// wrote: the table every sync starts from.
+	var list []slots.Pod
+	for _, p := range pods {
+		list = append(list, slots.Pod{Name: GetString(p, "metadata", "name"), IP: GetString(p, "status", "podIP"), Ready: true})
+	}
+	size := int32(min(n, maxSize()))
+	table := slots.Assign(nil, size, list)
+	parent := GetObject(req, "parent")
+	st, _ := parent["status"].(map[string]any)
+	if st == nil {
+		st = map[string]any{}
+		parent["status"] = st
+	}
+	st["slotTable"] = v1alpha1.SlotTable{Version: 1795300000, Slots: table}
 	body, err := json.Marshal(req)
 	if err != nil {
 		tb.Fatal(err)
