@@ -91,20 +91,24 @@ $(CONTROLLER_GEN):
 
 API := ./sync/api/...
 DEEPCOPY := sync/api/v1alpha1/zz_generated.deepcopy.go
+API_README := sync/api/v1alpha1/README.md
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## regenerate the CRD and deep copies from the API in sync/api (controller-gen, then cmd/apigen)
+generate: $(CONTROLLER_GEN) ## regenerate the CRD, deep copies and API reference from sync/api (controller-gen, cmd/apigen, cmd/apiref)
 	$(CONTROLLER_GEN) object paths=$(API)
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=manifests/base/crd
 	$(GO) run ./cmd/apigen --crd $(CRD)
+	$(GO) run ./cmd/apiref --crd $(CRD) --readme $(API_README)
 
 .PHONY: verify-generate
-verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD or deep copies are not what the API generates
+verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD, deep copies or API reference are not what the API generates
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(API) output:object:stdout > $$tmp/deepcopy.go; \
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=$$tmp; \
 	$(GO) run ./cmd/apigen --crd $$tmp/$(notdir $(CRD)); \
-	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) || { echo "generated files are stale: run make generate"; exit 1; }
+	cp $(API_README) $$tmp/README.md; \
+	$(GO) run ./cmd/apiref --crd $$tmp/$(notdir $(CRD)) --readme $$tmp/README.md; \
+	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) && diff -u $(API_README) $$tmp/README.md || { echo "generated files are stale: run make generate"; exit 1; }
 
 .PHONY: clean
 clean: ## remove built binaries (keeps the cached API server build)

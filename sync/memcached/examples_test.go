@@ -3,6 +3,7 @@ package memcached_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -73,10 +74,12 @@ func exampleRequest(t *testing.T, file string) []byte {
 	return testutil.MustMarshal(t, testutil.FirstSync(parent))
 }
 
-// TestCurlRequests answers every request in examples/requests as the
-// README's curl walk-through does and checks what the walk-through says of
-// each answer, so that it stays true.
+// TestCurlRequests answers every request in examples/requests as the curl
+// walk-through in cmd/memcached-hook/README.md does, on the hook the
+// walk-through names, and checks what the walk-through says of each answer,
+// so that it stays true.
 func TestCurlRequests(t *testing.T) {
+	walk := curlWalkthrough(t)
 	dir := filepath.Join(testutil.Root(), "examples", "requests")
 	tests := []struct {
 		file  string
@@ -164,6 +167,25 @@ func TestCurlRequests(t *testing.T) {
 	if err != nil || len(files) != len(tests) {
 		t.Errorf("examples/requests holds %d requests, the walk-through checks %d: %v", len(files), len(tests), err)
 	}
+	checked := map[string]bool{}
+	for _, tt := range tests {
+		checked[tt.file] = true
+		if hook, ok := walk.requests[tt.file]; !ok {
+			t.Errorf("the walk-through does not send %s", tt.file)
+		} else if hook != tt.hook {
+			t.Errorf("the walk-through sends %s to /%s, want /%s", tt.file, hook, tt.hook)
+		}
+	}
+	for file := range walk.requests {
+		if !checked[file] {
+			t.Errorf("the walk-through sends %s, which this test does not check", file)
+		}
+	}
+	for _, bad := range walk.inline {
+		if _, err := tryHook(bad.hook, []byte(bad.body), fixedNow); err == nil {
+			t.Errorf("the walk-through says %s to /%s is refused; the hook answered it", bad.body, bad.hook)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			body, err := os.ReadFile(filepath.Join(dir, tt.file))
@@ -175,4 +197,50 @@ func TestCurlRequests(t *testing.T) {
 			tt.check(t, raw)
 		})
 	}
+}
+
+// walkthrough is what the curl walk-through sends: the request files, each
+// with the hook it goes to, and the bodies written inline, which it says
+// are refused.
+type walkthrough struct {
+	requests map[string]string
+	inline   []struct{ body, hook string }
+}
+
+// curlWalkthrough reads the first sh block after "## Try it with curl" in
+// cmd/memcached-hook/README.md.
+func curlWalkthrough(t *testing.T) walkthrough {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testutil.Root(), "cmd", "memcached-hook", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Try it with curl\n")
+	if !ok {
+		t.Fatal("cmd/memcached-hook/README.md has no section ## Try it with curl")
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	block, _, ok2 := strings.Cut(block, "\n```")
+	if !ok || !ok2 {
+		t.Fatal("the curl walk-through has no sh block")
+	}
+	w := walkthrough{requests: map[string]string{}}
+	fromFile := regexp.MustCompile(`--data @examples/requests/(\S+) 127\.0\.0\.1:8080/(\w+)$`)
+	inline := regexp.MustCompile(`--data '([^']*)' 127\.0\.0\.1:8080/(\w+)$`)
+	for _, line := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(line, "curl ") {
+			continue
+		}
+		if m := fromFile.FindStringSubmatch(line); m != nil {
+			w.requests[m[1]] = m[2]
+		} else if m := inline.FindStringSubmatch(line); m != nil {
+			w.inline = append(w.inline, struct{ body, hook string }{m[1], m[2]})
+		} else {
+			t.Errorf("the walk-through's line %q sends no request this test reads", line)
+		}
+	}
+	if len(w.requests) == 0 {
+		t.Fatal("the curl walk-through sends no request")
+	}
+	return w
 }

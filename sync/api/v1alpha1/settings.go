@@ -233,7 +233,7 @@ func MinConnections(threads int64) int64 {
 // Memory sizing. memcached uses more than -m: the hash table, connections
 // and threads come on top, and a limit that is too tight is the most
 // common way memcached dies on Kubernetes (OOM-killed). The constants are
-// measured on memcached 1.6.45 (README, "Memory"): every one is an upper
+// measured on memcached 1.6.45 (README.md, "Memory"): every one is an upper
 // bound of what was measured.
 const (
 	// hashTablePercent: the hash table holds 8 bytes per bucket and
@@ -483,7 +483,7 @@ var Rules = func() []Rule {
 		CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (%s) * %d",
 			hasLimit, defaulted("self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"),
 			isBytes(limit), quantityBytes(limit), memoryCEL(), 1<<20),
-		Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)",
+		Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)",
 		Holds: func(m *Memcached) bool {
 			limit, ok := memoryBytes(m.Spec.Resources, true)
 			return !ok || limit >= MemoryOf(&m.Spec)<<20
@@ -491,7 +491,7 @@ var Rules = func() []Rule {
 		Explain: func(m *Memcached) field.ErrorList {
 			limit, _ := memory(m.Spec.Resources, true)
 			return field.ErrorList{field.Invalid(pathOf("spec.resources.limits['memory']"), limit.String(), fmt.Sprintf(
-				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see the README's memory formula)", MemoryOf(&m.Spec)))}
+				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)", MemoryOf(&m.Spec)))}
 		},
 	}, {
 		On:    "spec",

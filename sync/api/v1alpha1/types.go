@@ -39,12 +39,15 @@ type Memcached struct {
 // spec runs one memcached Pod with memcached's own defaults.
 type MemcachedSpec struct {
 	// Size is the number of memcached Pods. Clients shard keys across them.
+	// kubectl scale and a HorizontalPodAutoscaler set it through the scale
+	// subresource; the hook owns the Deployment's replicas.
 	// +optional
 	Size *int32 `json:"size,omitempty"`
 
-	// Image is the memcached container image. Empty means the operator's
-	// pinned default (see the README), so upgrading the operator upgrades
-	// memcached only for objects that do not pin an image.
+	// Image is the memcached container image. Left out, it is the
+	// operator's pinned default, so upgrading the operator upgrades
+	// memcached only for objects that do not pin an image; status.image
+	// says what runs.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
@@ -55,15 +58,18 @@ type MemcachedSpec struct {
 	// +optional
 	Memcached *MemcachedConfig `json:"memcached,omitempty"`
 
-	// Resources of the memcached container. Keys left out get the
-	// operator's defaults, derived from the memcached settings (see the
-	// README); a memory limit must leave memcached room beyond
-	// maxMemoryMB.
+	// Resources of the memcached container, as in a Pod spec. Keys you set
+	// replace the operator's defaults key by key: a memory request and
+	// limit of what memcached can use with its settings (maxMemoryMB, the
+	// hash table at its peak, every connection busy, the threads: the
+	// formula is under Memory in sync/api/v1alpha1/README.md), a CPU
+	// request of 100m, and no CPU limit. A memory limit must be at least
+	// what memcached can use.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// PodLabels are added to every memcached Pod. They cannot replace the
-	// labels the operator selects Pods by.
+	// labels the operator and Metacontroller select Pods by.
 	// +optional
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 
@@ -71,24 +77,26 @@ type MemcachedSpec struct {
 	// +optional
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 
-	// Affinity of the memcached Pods.
+	// Affinity of the memcached Pods, as in a Pod spec.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
-	// NodeSelector of the memcached Pods.
+	// NodeSelector of the memcached Pods, as in a Pod spec.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// Tolerations of the memcached Pods.
+	// Tolerations of the memcached Pods, as in a Pod spec.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// TopologySpreadConstraints replace the default spread (soft, across
-	// nodes and zones) when set.
+	// TopologySpreadConstraints of the memcached Pods, as in a Pod spec.
+	// Left out, the Pods spread across nodes and zones, softly (they still
+	// schedule where there is one of either); set, they replace that
+	// spread.
 	// +optional
 	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 
-	// PriorityClassName of the memcached Pods.
+	// PriorityClassName of the memcached Pods, as in a Pod spec.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
@@ -97,17 +105,19 @@ type MemcachedSpec struct {
 	// +optional
 	Metrics *MetricsSpec `json:"metrics,omitempty"`
 
-	// TLS serves memcached over TLS, with a certificate from a Secret.
+	// TLS serves memcached over TLS, with a certificate from a Secret (see
+	// Security of the cache in sync/api/v1alpha1/README.md).
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
 
 	// Auth requires clients to authenticate, with credentials from a
-	// Secret.
+	// Secret (see Security of the cache in sync/api/v1alpha1/README.md).
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
 	// NetworkPolicy says who may connect, besides Pods of the Memcached's
-	// own namespace (which always may).
+	// own namespace (which always may). The NetworkPolicy child always
+	// exists; it works where the network plugin enforces NetworkPolicy.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
@@ -121,10 +131,11 @@ type MemcachedSpec struct {
 
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
-	// version over loopback, with the image's sh, nc and timeout (the
-	// official Alpine images have them); TCP only checks that the port
-	// accepts connections, which a stopped memcached still does, for an
-	// image without them.
+	// version over loopback, a request every mode answers, with the
+	// image's sh, nc and timeout (the official Alpine images have them);
+	// three misses 10 s apart restart it. TCP only checks that the port
+	// accepts connections, which a stopped memcached still does: for an
+	// image without those tools.
 	// +kubebuilder:validation:Enum=Version;TCP
 	// +optional
 	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
@@ -150,14 +161,17 @@ type DiscoverySpec struct {
 type TLSSpec struct {
 	// SecretName names a Secret in the Memcached's namespace holding
 	// tls.crt and tls.key, and ca.crt when client certificates are
-	// required: what cert-manager writes, type kubernetes.io/tls.
+	// required: what cert-manager writes, type kubernetes.io/tls. It is
+	// mounted read-only, and loaded again without a restart when it
+	// changes.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	SecretName string `json:"secretName"`
 
 	// ClientCertificates: None (the default) lets any client that trusts
 	// memcached's certificate in; Required lets in only clients that
-	// present a certificate signed by the Secret's ca.crt.
+	// present a certificate signed by the Secret's ca.crt (memcached's
+	// ssl_verify_mode=2).
 	// +kubebuilder:validation:Enum=None;Required
 	// +optional
 	ClientCertificates ClientCertificates `json:"clientCertificates,omitempty"`
@@ -181,8 +195,9 @@ const (
 // AuthSpec requires clients to authenticate.
 type AuthSpec struct {
 	// SecretName names a Secret in the Memcached's namespace whose key
-	// "users" holds one user:password a line. Several users let clients
-	// move to a new password before the old one goes.
+	// "users" holds one user:password a line, at most 180 characters a
+	// line. Several users, or two lines for one user, let clients move to
+	// a new password before the old one goes.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	SecretName string `json:"secretName"`
@@ -190,9 +205,11 @@ type AuthSpec struct {
 	// Mode: SASL (the default) is SASL PLAIN over memcached's binary
 	// protocol, which most clients offer (libmemcached and so PHP's
 	// memcached and pylibmc, spymemcached, XMemcached, Dalli, memjs,
-	// EnyimMemcached); memcached then speaks the binary protocol only.
-	// ASCII is memcached's own text-protocol authentication, which few
-	// clients offer, for at most 8 users.
+	// EnyimMemcached); memcached then speaks the binary protocol only,
+	// to everyone. ASCII is memcached's own text-protocol authentication,
+	// which few clients offer, for at most 8 users; memcached then refuses
+	// the binary protocol. Neither goes with metrics.enabled: the exporter
+	// cannot authenticate.
 	// +kubebuilder:validation:Enum=SASL;ASCII
 	// +optional
 	Mode AuthMode `json:"mode,omitempty"`
@@ -222,13 +239,14 @@ type NetworkPolicySpec struct {
 // Peers are the clients allowed to a port, besides Pods of the Memcached's
 // own namespace.
 type Peers struct {
-	// From lists them as a NetworkPolicy's ingress rule does: namespace
-	// and Pod selectors, IP blocks.
+	// From lists them as a NetworkPolicy's ingress rule does:
+	// namespaceSelector, podSelector, ipBlock.
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	From []networkingv1.NetworkPolicyPeer `json:"from,omitempty"`
 
-	// AllowAll lets in anything that can route to the Pods.
+	// AllowAll lets in anything that can route to the Pods (not with
+	// from).
 	// +optional
 	AllowAll bool `json:"allowAll,omitempty"`
 }
@@ -246,12 +264,16 @@ const (
 // field's default, bounds and flag are in settings.go.
 type MemcachedConfig struct {
 	// MaxMemoryMB is memcached's item memory (-m), in megabytes. The process
-	// uses more than this; see resources.
+	// uses more than this (the hash table, connections, threads), which
+	// the memory request and limit must leave room for: see resources.
 	// +optional
 	MaxMemoryMB *int32 `json:"maxMemoryMB,omitempty"`
 
 	// MaxConnections is memcached's connection limit (-c). memcached sets
-	// its open-files limit to it, which bounds it from above.
+	// both of its open-files limits to it and, without privileges, cannot
+	// raise the hard limit the container runtime gives, which bounds it
+	// from above. memcached's own file descriptors count against it: see
+	// Connections in sync/api/v1alpha1/README.md.
 	// +optional
 	MaxConnections *int32 `json:"maxConnections,omitempty"`
 
@@ -261,7 +283,8 @@ type MemcachedConfig struct {
 
 	// MaxItemSize is the largest item memcached stores (-I), a quantity: a
 	// multiple of memcached's slab chunk size, and at most half of
-	// maxMemoryMB. Write 1Mi, not 1m: in a quantity, m means milli.
+	// maxMemoryMB, or memcached refuses to start. Write 1Mi, not 1m: in a
+	// quantity, m means milli.
 	// +optional
 	MaxItemSize *resource.Quantity `json:"maxItemSize,omitempty"`
 
@@ -269,11 +292,23 @@ type MemcachedConfig struct {
 	// +optional
 	Verbosity *int32 `json:"verbosity,omitempty"`
 
-	// ExtraArgs are passed to memcached after the managed flags, each item
-	// one argv entry ("-o", "idle_timeout=600"). They cannot set the flags
-	// the operator manages: port, listen address, unix socket, user,
-	// memory, connections, threads, item size, verbosity, UDP or daemon
-	// mode; nor help, version or license, which exit.
+	// ExtraArgs are more memcached arguments, passed after the managed
+	// flags, one argv item each ("-o", "idle_timeout=600"), and checked
+	// the way memcached 1.6.45 reads them. Refused: the flags the operator
+	// manages or that would take memcached off its port, its user or its
+	// Pod's read-only file system (-m -c -t -I -v -Z -p -s -U -d -l -u -S
+	// -Y -e), their long forms or any prefix of those, which memcached's
+	// getopt_long accepts, and -h -i -V, which exit; an option
+	// memcached does not know, or an ambiguous prefix of one; a last
+	// option missing its value; a word that is no option (memcached
+	// silently ignores "modern": write "-o", "modern") and "--" (memcached
+	// ignores what follows); a -o suboption memcached does not know or one
+	// missing its value (three of those crash memcached); -o ssl_... (TLS
+	// is spec.tls); -B binary with metrics (the exporter speaks the text
+	// protocol) or with ASCII auth, -B ascii or -B auto with SASL auth
+	// (memcached exits). The CRD refuses the managed flags and a last item
+	// that needs a value; the hook refuses the rest, with Degraded, reason
+	// InvalidSpec, naming the item.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=1024
 	// +optional
@@ -283,18 +318,19 @@ type MemcachedConfig struct {
 // MetricsSpec configures the Prometheus memcached exporter sidecar.
 type MetricsSpec struct {
 	// Enabled runs prometheus/memcached_exporter beside memcached, on port
-	// 9150, and adds that port to the Service.
+	// 9150, and adds that port to the Service as port metrics.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// Image of the exporter.
+	// Image of the exporter. Left out, the operator's pinned default.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Resources of the exporter container; keys left out get small
-	// defaults.
+	// Resources of the exporter container, as in a Pod spec. Keys you set
+	// replace the defaults key by key: requests of 10m CPU and 32Mi of
+	// memory, a limit of 64Mi of memory.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -311,7 +347,8 @@ type ServiceMonitorSpec struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// Interval between scrapes, a Prometheus duration.
+	// Interval between scrapes, a Prometheus duration. Left out,
+	// Prometheus's own.
 	// +optional
 	Interval string `json:"interval,omitempty"`
 
@@ -334,7 +371,8 @@ type MemcachedStatus struct {
 	// +optional
 	Nodes []string `json:"nodes"`
 
-	// Replicas is the number of memcached Pods observed.
+	// Replicas is the number of memcached Pods observed, not counting
+	// those terminating or finished (evicted, completed).
 	// +optional
 	Replicas int32 `json:"replicas"`
 
@@ -343,7 +381,7 @@ type MemcachedStatus struct {
 	ReadyReplicas int32 `json:"readyReplicas"`
 
 	// Endpoints are the ready Pods' ip:port, sorted: the server list a
-	// client's hash ring needs.
+	// client's hash ring needs. They change only when membership changes.
 	// +optional
 	Endpoints []string `json:"endpoints"`
 
@@ -369,7 +407,8 @@ type MemcachedStatus struct {
 	// +optional
 	ConfigurationEndpoint string `json:"configurationEndpoint,omitempty"`
 
-	// Conditions are Available, Progressing and Degraded.
+	// Conditions are Available, Progressing and Degraded (see Status and
+	// conditions in sync/api/v1alpha1/README.md).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
