@@ -83,8 +83,8 @@ func Assign(prev []v1alpha1.Slot, size int32, pods []Pod) []v1alpha1.Slot {
 	// owner is each slot's Pod from the previous table, for Pods that
 	// still exist. An entry that makes no sense (a slot out of range or
 	// listed twice, a Pod in two slots) is dropped; the first one wins.
-	owner := map[int]string{}
-	slotOf := map[string]int{}
+	owner := make(map[int]string, len(prev))
+	slotOf := make(map[string]int, len(prev))
 	for _, e := range prev {
 		s := int(e.Slot)
 		if s < 0 || s >= MaxSlots || e.Pod == "" {
@@ -209,19 +209,27 @@ func Served(table []v1alpha1.Slot, service, namespace string, port int) []Node {
 // Seconds, not milliseconds, keep it within the 32 bits some clients may
 // parse it into until 2038.
 func Version(prev v1alpha1.SlotTable, table []v1alpha1.Slot, now time.Time) int64 {
-	if slices.Equal(servedAddrs(prev.Slots), servedAddrs(table)) {
+	if sameServed(prev.Slots, table) {
 		return prev.Version
 	}
 	return max(prev.Version+1, now.Unix())
 }
 
-// servedAddrs are the Serving slots' addresses in slot order.
-func servedAddrs(table []v1alpha1.Slot) []string {
-	var ips []string
-	for _, e := range table {
-		if e.State == v1alpha1.SlotServing && e.IP != "" {
-			ips = append(ips, e.IP)
+// sameServed tells whether two tables serve the same addresses in the same
+// order (walking both, so a 1,000-slot table costs no allocation).
+func sameServed(a, b []v1alpha1.Slot) bool {
+	next := func(t []v1alpha1.Slot, i int) int {
+		for i < len(t) && (t[i].State != v1alpha1.SlotServing || t[i].IP == "") {
+			i++
 		}
+		return i
 	}
-	return ips
+	i, j := next(a, 0), next(b, 0)
+	for i < len(a) && j < len(b) {
+		if a[i].IP != b[j].IP {
+			return false
+		}
+		i, j = next(a, i+1), next(b, j+1)
+	}
+	return i == len(a) && j == len(b)
 }
