@@ -155,12 +155,37 @@ POD_DEB_DEPS := busybox util-linux iproute2
 pod-tools: ## install what test/pod needs besides memcached (busybox, nsenter, setpriv, ip)
 	@$(call tools_apt_install,$(POD_DEB_DEPS))
 
+# ---- real client libraries from the npm registry ------------------------------
+# The memcached clients the tests drive (test/clients/node: package.json and
+# its lockfile, committed), installed with `npm ci` into .cache/npm, which
+# git ignores. Reinstalled when the lockfile changes. Without npm, it says
+# so and the tests that need a client skip (fail under CI).
+
+NPM_CLIENTS_SRC   := test/clients/node
+NPM_CLIENTS_DIR   ?= .cache/npm
+NPM_CLIENTS_STAMP := $(NPM_CLIENTS_DIR)/node_modules/.installed
+
+.PHONY: npm-clients
+npm-clients: ## install the npm clients the tests drive (memcache) into .cache/npm
+ifneq ($(shell command -v npm 2>/dev/null),)
+npm-clients: $(NPM_CLIENTS_STAMP)
+
+$(NPM_CLIENTS_STAMP): $(NPM_CLIENTS_SRC)/package.json $(NPM_CLIENTS_SRC)/package-lock.json $(TOOLS_EXT_DEPS)
+	@mkdir -p $(NPM_CLIENTS_DIR)
+	cp $(NPM_CLIENTS_SRC)/package.json $(NPM_CLIENTS_SRC)/package-lock.json $(NPM_CLIENTS_DIR)/
+	cd $(NPM_CLIENTS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+else
+npm-clients:
+	@echo "npm-clients: NOT INSTALLED: npm is not on PATH; tests that drive an npm client skip (fail under CI)" >&2
+endif
+
 # ---- all of them -------------------------------------------------------------
 
 E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
 
 .PHONY: e2e-tools test-tools
-e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter
+e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter; install the npm clients
 test-tools: kube-tools e2e-tools ## build every program the tests run (kube-tools and e2e-tools)
 
 # E2E_TOOLS_ENV is the environment the end-to-end tests read, next to
@@ -172,4 +197,5 @@ E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER
 	KWOK_BIN=$(abspath $(KWOK_BIN)) \
 	METACONTROLLER_BIN=$(abspath $(METACONTROLLER_BIN)) \
 	MEMCACHED_BIN=$(abspath $(MEMCACHED_BIN)) \
-	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN))
+	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN)) \
+	NPM_CLIENTS_DIR=$(abspath $(NPM_CLIENTS_DIR))
