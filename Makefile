@@ -106,6 +106,16 @@ verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD or deep copies a
 	$(GO) run ./cmd/apigen --crd $$tmp/$(notdir $(CRD)); \
 	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) || { echo "generated files are stale: run make generate"; exit 1; }
 
+# ---- the Helm chart ------------------------------------------------------------
+# manifests/helm/memcached-operator is generated from the kustomize manifests
+# by cmd/chartgen; make test fails when it is stale (cmd/chartgen) or renders
+# other objects than kubectl kustomize (test/chart).
+CHART := manifests/helm/memcached-operator
+
+.PHONY: chart
+chart: $(KUBECTL_BIN) ## regenerate the Helm chart in manifests/helm from manifests/ (cmd/chartgen)
+	$(GO) run ./cmd/chartgen --kubectl $(abspath $(KUBECTL_BIN)) --manifests manifests --chart $(CHART)
+
 .PHONY: clean
 clean: ## remove built binaries (keeps the cached API server build)
 	rm -rf bin
