@@ -215,6 +215,9 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 			byID[o.id()] = t
 		}
 	}
+	if namespace == "" {
+		return nil, errors.New("the manifests make no Namespace: the chart installs what they put in theirs into the release's")
+	}
 	if err := g.copyCRDs(crds, out); err != nil {
 		return nil, err
 	}
@@ -256,8 +259,8 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 				byID[o.id()] = t
 			}
 		}
-		for id, o := range baseByID {
-			if !seen[id] {
+		for _, o := range base {
+			if !seen[o.id()] {
 				return nil, fmt.Errorf("component %s removes %s, which a chart value cannot express", c.dir, o)
 			}
 		}
@@ -322,14 +325,12 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		})
 	}
 
-	if namespace != "" {
-		for _, t := range objs {
-			t.node.walk(func(key string, n *node) {
-				if key == "namespace" && n.kind == scalarNode && n.scalar == namespace && n.tmpl == "" {
-					n.tmpl = "{{ .Release.Namespace }}"
-				}
-			})
-		}
+	for _, t := range objs {
+		t.node.walk(func(key string, n *node) {
+			if key == "namespace" && n.kind == scalarNode && n.scalar == namespace && n.tmpl == "" {
+				n.tmpl = "{{ .Release.Namespace }}"
+			}
+		})
 	}
 
 	if err := g.templates(objs, out); err != nil {
@@ -341,8 +342,13 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 	if out["values.schema.json"], err = valuesSchema(values); err != nil {
 		return nil, err
 	}
-	image, _ := values[0].def.(map[string]any)
-	if out["Chart.yaml"], err = g.chartYAML(image["tag"].(string)); err != nil {
+	var tag string
+	for _, v := range values {
+		if m, ok := v.def.(map[string]any); ok && v.key == "image" {
+			tag, _ = m["tag"].(string)
+		}
+	}
+	if out["Chart.yaml"], err = g.chartYAML(tag); err != nil {
 		return nil, err
 	}
 	if out["README.md"], err = g.readmeValues(values); err != nil {
@@ -649,11 +655,14 @@ func valuesSchema(values []value) ([]byte, error) {
 		"properties":           props,
 		"allOf":                rules,
 	}
-	out, err := json.MarshalIndent(schema, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "<token>" as it is, for a reader
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(schema); err != nil {
 		return nil, err
 	}
-	return append(out, '\n'), nil
+	return b.Bytes(), nil
 }
 
 func firstParagraph(doc string) string {
