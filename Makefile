@@ -94,11 +94,13 @@ DEEPCOPY := sync/api/v1alpha1/zz_generated.deepcopy.go
 API_README := sync/api/v1alpha1/README.md
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## regenerate the CRD, deep copies and API reference from sync/api (controller-gen, cmd/apigen, cmd/apiref)
+generate: $(CONTROLLER_GEN) ## regenerate the CRD, deep copies and API reference from sync/api (controller-gen, cmd/apigen, cmd/apiref), then the Helm chart
 	$(CONTROLLER_GEN) object paths=$(API)
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=manifests/base/crd
 	$(GO) run ./cmd/apigen --crd $(CRD)
 	$(GO) run ./cmd/apiref --crd $(CRD) --readme $(API_README)
+	@# The chart carries the CRD: regenerate it too.
+	$(MAKE) --no-print-directory chart
 
 .PHONY: verify-generate
 verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD, deep copies or API reference are not what the API generates
@@ -109,6 +111,16 @@ verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD, deep copies or 
 	cp $(API_README) $$tmp/README.md; \
 	$(GO) run ./cmd/apiref --crd $$tmp/$(notdir $(CRD)) --readme $$tmp/README.md; \
 	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) && diff -u $(API_README) $$tmp/README.md || { echo "generated files are stale: run make generate"; exit 1; }
+
+# ---- the Helm chart ------------------------------------------------------------
+# manifests/helm/memcached-operator is generated from the kustomize manifests
+# by cmd/chartgen; make test fails when it is stale (cmd/chartgen) or renders
+# other objects than kubectl kustomize (test/chart).
+CHART := manifests/helm/memcached-operator
+
+.PHONY: chart
+chart: $(KUBECTL_BIN) ## regenerate the Helm chart in manifests/helm from manifests/ (cmd/chartgen)
+	$(GO) run ./cmd/chartgen --kubectl $(abspath $(KUBECTL_BIN)) --manifests manifests --chart $(CHART)
 
 .PHONY: clean
 clean: ## remove built binaries (keeps the cached API server build)

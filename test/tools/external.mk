@@ -1,8 +1,8 @@
 # test/tools/external.mk builds the programs the end-to-end tests run that do
 # not belong in the tools module's dependency graph: kwok (fake Nodes),
-# Metacontroller and memcached (from source archives in shared/), and
-# memcached_exporter. Makefile.inc includes it; paths are relative to the
-# repository root.
+# Metacontroller and memcached (from source archives in shared/),
+# memcached_exporter, and helm (for the chart's test). Makefile.inc includes
+# it; paths are relative to the repository root.
 #
 # Every binary's file name carries its version, so a version bump builds a
 # new file and the old one is simply no longer used. A binary is rebuilt when
@@ -180,16 +180,39 @@ npm-clients:
 	@echo "npm-clients: NOT INSTALLED: npm is not on PATH; tests that drive an npm client skip (fail under CI)" >&2
 endif
 
+# ---- helm ----------------------------------------------------------------------
+# The chart's test (test/chart) renders and lints manifests/helm with it.
+# Built with `go install pkg@version` in its own module graph, stamped with
+# its version as helm's own Makefile does (otherwise `helm version` says
+# v4.3, the minor version the source carries).
+
+HELM_VERSION ?= v4.3.1
+HELM_BIN     ?= $(TOOLS_BIN_DIR)/helm-$(HELM_VERSION)
+HELM_MODULE  := helm.sh/helm/$(word 1,$(subst ., ,$(HELM_VERSION)))
+HELM_LDFLAGS := -s -w -X $(HELM_MODULE)/internal/version.version=$(HELM_VERSION) \
+	-X $(HELM_MODULE)/internal/version.gitTreeState=clean
+
+.PHONY: helm
+helm: $(HELM_BIN) ## build helm into .cache/bin
+
+$(HELM_BIN): $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	@rm -rf $(abspath $@).gobin
+	GOBIN=$(abspath $@).gobin GOWORK=off CGO_ENABLED=0 $(TOOLS_GO) install $(TOOLS_GOFLAGS) -ldflags '$(HELM_LDFLAGS)' $(HELM_MODULE)/cmd/helm@$(HELM_VERSION)
+	mv $(abspath $@).gobin/helm $@
+	@rm -rf $(abspath $@).gobin
+
 # ---- all of them -------------------------------------------------------------
 
 E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
 
 .PHONY: e2e-tools test-tools
 e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter; install the npm clients
-test-tools: kube-tools e2e-tools ## build every program the tests run (kube-tools and e2e-tools)
+test-tools: kube-tools e2e-tools helm ## build every program the tests run (kube-tools, e2e-tools and helm)
 
-# E2E_TOOLS_ENV is the environment the end-to-end tests read, next to
-# TEST_TOOLS_ENV: `$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) go test ./...`. The
+# E2E_TOOLS_ENV is the environment the end-to-end tests (and the chart's,
+# HELM_BIN) read, next to TEST_TOOLS_ENV:
+# `$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) go test ./...`. The
 # paths are set even when a binary could not be built (missing archive): a
 # test finds no file there and skips, or fails under CI.
 E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER_BIN)) \
@@ -198,4 +221,5 @@ E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER
 	METACONTROLLER_BIN=$(abspath $(METACONTROLLER_BIN)) \
 	MEMCACHED_BIN=$(abspath $(MEMCACHED_BIN)) \
 	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN)) \
-	NPM_CLIENTS_DIR=$(abspath $(NPM_CLIENTS_DIR))
+	NPM_CLIENTS_DIR=$(abspath $(NPM_CLIENTS_DIR)) \
+	HELM_BIN=$(abspath $(HELM_BIN))

@@ -1,0 +1,163 @@
+// Command chartgen writes the Helm chart in manifests/helm from the
+// kustomize manifests, so that the two cannot disagree: kustomize stays
+// the one source, and the chart is what `kubectl apply -k manifests/`
+// installs with each component of manifests/components behind a value.
+//
+// It builds the manifests with kubectl kustomize, alone and with each
+// component, and compares each component's build with the base's as
+// objects: what a component adds to a map or appends to a list is written
+// inside {{- if .Values.<component>.enabled }}, what it replaces inside
+// if/else, in the order the overlays apply components, so that any
+// combination of components renders what the matching overlay builds
+// (test/chart checks every one). The hook's image, resources, GOMEMLIMIT
+// and Metacontroller's namespace become values, the namespace
+// memcached-operator the release's. The Namespace object is not in the
+// chart: it carries the restricted Pod Security label, which `helm
+// install --create-namespace` cannot set, so it is applied first. The CRD
+// files are copied into crds/, as Helm's convention has it. make chart
+// runs it:
+//
+//	chartgen --kubectl .cache/bin/kubectl --manifests manifests --chart manifests/helm/memcached-operator
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "chartgen: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chartgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubectl := fs.String("kubectl", getenv("KUBECTL_BIN"), "the kubectl `program` whose kustomize builds the manifests (default $KUBECTL_BIN)")
+	manifests := fs.String("manifests", "manifests", "the kustomize `directory` the chart installs; its components/ and overlays/ are read too")
+	chart := fs.String("chart", "manifests/helm/memcached-operator", "the chart's `directory`, whose name is the chart's; its README.md must have a values section")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *kubectl == "" {
+		return errors.New("no kubectl: pass --kubectl or set KUBECTL_BIN (make chart does)")
+	}
+	files, err := generateChart(ctx, *kubectl, *manifests, *chart)
+	if err != nil {
+		return err
+	}
+	if err := write(*chart, files); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "chartgen: wrote %d files into %s\n", len(files), *chart)
+	return nil
+}
+
+// generateChart makes the chart for the chart directory chart from the
+// manifests directory.
+func generateChart(ctx context.Context, kubectl, manifests, chart string) (generated, error) {
+	abs, err := filepath.Abs(manifests)
+	if err != nil {
+		return nil, err
+	}
+	readme, err := os.ReadFile(filepath.Join(chart, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	g := generator{
+		k:      kustomizer{kubectl: kubectl, manifests: abs},
+		name:   filepath.Base(filepath.Clean(chart)),
+		readme: readme,
+	}
+	return g.generate(ctx)
+}
+
+// generatedDirs are the chart's directories that hold only generated
+// files: a file there that generate did not write is removed.
+var generatedDirs = []string{"crds", "templates"}
+
+// write writes the files into the chart's directory, and removes from its
+// generated directories what is no longer generated.
+func write(chart string, files generated) error {
+	for _, dir := range generatedDirs {
+		err := filepath.WalkDir(filepath.Join(chart, dir), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(chart, p)
+			if err != nil {
+				return err
+			}
+			if _, ok := files[filepath.ToSlash(rel)]; !ok {
+				return os.Remove(p)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		p := filepath.Join(chart, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stale lists how the chart's directory differs from files: the files that
+// differ or are missing, and the files in its generated directories that
+// are not generated.
+func stale(chart string, files generated) ([]string, error) {
+	var problems []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		have, err := os.ReadFile(filepath.Join(chart, filepath.FromSlash(name)))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			problems = append(problems, name+" is missing")
+		case err != nil:
+			return nil, err
+		case string(have) != string(files[name]):
+			problems = append(problems, name+" differs")
+		}
+	}
+	for _, dir := range generatedDirs {
+		err := filepath.WalkDir(filepath.Join(chart, dir), func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(chart, p)
+			if err != nil {
+				return err
+			}
+			if _, ok := files[filepath.ToSlash(rel)]; !ok {
+				problems = append(problems, filepath.ToSlash(rel)+" is not generated")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return problems, nil
+}
