@@ -68,13 +68,62 @@ func discoveryEnabled(s *v1alpha1.MemcachedSpec) bool {
 	return s.Discovery != nil && s.Discovery.Enabled
 }
 
-// agentChildren are the objects the configuration endpoint needs: the
-// agent's Deployment, its identity and the one permission it has (reading
-// its own Memcached), the Service clients are given, a PodDisruptionBudget
-// and a NetworkPolicy.
+func keepWarm(s *v1alpha1.MemcachedSpec) bool {
+	return s.Rollout != nil && s.Rollout.KeepWarm
+}
+
+// agentWanted tells whether the Memcached runs the agent: to serve the
+// configuration endpoint, or to hand leaving Pods' items on.
+func agentWanted(s *v1alpha1.MemcachedSpec) bool { return discoveryEnabled(s) || keepWarm(s) }
+
+// agentKinds are the kinds of agentChildren for a spec. They come all or
+// none: an agent without its Role could not read its Memcached.
+func agentKinds(s *v1alpha1.MemcachedSpec) []string {
+	kinds := []string{DeploymentKey, ServiceAccountKey, RoleKey, RoleBindingKey, PDBKey, NetworkPolicyKey}
+	if discoveryEnabled(s) {
+		kinds = append(kinds, ServiceKey)
+	}
+	if keepWarm(s) {
+		kinds = append(kinds, ConfigMapKey)
+	}
+	return kinds
+}
+
+// ConfigMapKey is the children map key of ConfigMaps: the agent reports
+// its copies' progress in NAME-agent's data.
+const ConfigMapKey = "ConfigMap.v1"
+
+// agentChildren are the objects the agent needs: its Deployment, its
+// identity and the few permissions it has, a PodDisruptionBudget and a
+// NetworkPolicy; for the configuration endpoint, the Service clients are
+// given; for hand-offs, the ConfigMap it reports their progress in.
 func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Options) []any {
 	name := agentName(p.Name)
-	return []any{
+	// Its own Memcached and nothing else: get, and list and watch, which
+	// the API server authorizes by name when the request selects
+	// metadata.name (the agent's watch does).
+	rules := []rbacv1.PolicyRule{{
+		APIGroups:     []string{v1alpha1.Group},
+		Resources:     []string{"memcacheds"},
+		ResourceNames: []string{p.Name},
+		Verbs:         []string{"get", "list", "watch"},
+	}}
+	if keepWarm(s) {
+		// Where it reports hand-offs (the hook reads it), and the events
+		// that tell users what was handed on. Events cannot be limited
+		// by name: they are made, not updated.
+		rules = append(rules, rbacv1.PolicyRule{
+			APIGroups:     []string{""},
+			Resources:     []string{"configmaps"},
+			ResourceNames: []string{name},
+			Verbs:         []string{"get", "update", "patch"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{"", "events.k8s.io"},
+			Resources: []string{"events"},
+			Verbs:     []string{"create"},
+		})
+	}
+	children := []any{
 		agentDeployment(p, s, opts),
 		corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
@@ -83,15 +132,7 @@ func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Opt
 		rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
 			ObjectMeta: agentMeta(p, name),
-			// Its own Memcached and nothing else: get, and list and
-			// watch, which the API server authorizes by name when the
-			// request selects metadata.name (the agent's watch does).
-			Rules: []rbacv1.PolicyRule{{
-				APIGroups:     []string{v1alpha1.Group},
-				Resources:     []string{"memcacheds"},
-				ResourceNames: []string{p.Name},
-				Verbs:         []string{"get", "list", "watch"},
-			}},
+			Rules:      rules,
 		},
 		rbacv1.RoleBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
@@ -99,19 +140,32 @@ func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Opt
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: p.Namespace}},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		},
-		discoveryService(p),
-		agentPodDisruptionBudget(p),
-		agentNetworkPolicy(p, s),
 	}
+	if discoveryEnabled(s) {
+		children = append(children, discoveryService(p))
+	}
+	if keepWarm(s) {
+		// No data: the agent writes it, and since the hook never sets
+		// it, Metacontroller's three-way merge leaves it alone.
+		children = append(children, corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: agentMeta(p, name),
+		})
+	}
+	return append(children, agentPodDisruptionBudget(p), agentNetworkPolicy(p, s))
 }
 
 func agentDeployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Options) object[appsv1.DeploymentSpec] {
 	name := agentName(p.Name)
 	maxUnavailable, maxSurge := intstr.FromInt32(0), intstr.FromInt32(1)
 	admin := intstr.FromString("admin")
+	listen := ""
+	if discoveryEnabled(s) {
+		listen = ":" + strconv.Itoa(DiscoveryPort)
+	}
 	args := []string{
 		"--memcached=" + p.Name,
-		"--listen=:" + strconv.Itoa(DiscoveryPort),
+		"--listen=" + listen,
 		"--admin-listen=:" + strconv.Itoa(AgentAdminPort),
 	}
 	var volumes []corev1.Volume

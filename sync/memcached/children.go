@@ -57,15 +57,11 @@ func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, manage
 	if managed[NetworkPolicyKey] {
 		children = append(children, networkPolicy(p, s))
 	}
-	if discoveryEnabled(s) && opts.AgentImage != "" && managesAll(managed, agentKinds) {
+	if agentWanted(s) && opts.AgentImage != "" && managesAll(managed, agentKinds(s)) {
 		children = append(children, agentChildren(p, s, opts)...)
 	}
 	return children
 }
-
-// agentKinds are the kinds of agentChildren. They come all or none: an
-// agent without its Role could not read its Memcached.
-var agentKinds = []string{DeploymentKey, ServiceAccountKey, RoleKey, RoleBindingKey, ServiceKey, PDBKey, NetworkPolicyKey}
 
 func managesAll(managed map[string]bool, kinds []string) bool {
 	for _, k := range kinds {
@@ -155,7 +151,7 @@ func deployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) object[apps
 					ShareProcessNamespace:         shareProcesses,
 					AutomountServiceAccountToken:  ptr(false),
 					EnableServiceLinks:            ptr(false),
-					TerminationGracePeriodSeconds: ptr(int64(terminationGraceSeconds)),
+					TerminationGracePeriodSeconds: ptr(terminationGrace(s)),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr(true),
 						RunAsUser:      ptr(int64(memcachedUID)),
@@ -201,10 +197,8 @@ func memcachedContainer(s *v1alpha1.MemcachedSpec) corev1.Container {
 			PeriodSeconds:    5,
 			FailureThreshold: 2,
 		},
-		LivenessProbe: livenessProbe(s, port),
-		Lifecycle: &corev1.Lifecycle{
-			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}},
-		},
+		LivenessProbe:   livenessProbe(s, port),
+		Lifecycle:       &corev1.Lifecycle{PreStop: preStop(s)},
 		SecurityContext: restrictedContainer(),
 	}
 }

@@ -526,7 +526,7 @@ func withAllKinds(t *testing.T, body []byte) []byte {
 		t.Fatal("request has no children map")
 	}
 	for _, k := range []string{memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
-		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey} {
+		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey, memcached.ConfigMapKey} {
 		if _, ok := children[k]; !ok {
 			children[k] = map[string]any{}
 		}

@@ -203,3 +203,89 @@ func TestAgentRole(t *testing.T) {
 		t.Errorf("rules = %s, want %s", got, want)
 	}
 }
+
+// TestHandoffsThroughTheHook checks what a keepWarm Memcached's status says
+// of a leaving Pod, from the table the status held, and that the agent's
+// report in its ConfigMap reaches the status.
+func TestHandoffsThroughTheHook(t *testing.T) {
+	kinds := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
+		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey, memcached.ConfigMapKey}
+	prev := &v1alpha1.SlotTable{Version: 7, Slots: []v1alpha1.Slot{
+		{Slot: 0, Pod: "m-a", IP: "10.0.0.1", State: v1alpha1.SlotServing},
+		{Slot: 1, Pod: "m-b", IP: "10.0.0.2", State: v1alpha1.SlotServing},
+	}}
+	pods := []pod{{name: "m-a", ready: true, ip: "10.0.0.1"}, {name: "m-b", ready: true, deleting: true, ip: "10.0.0.2"}, {name: "m-c", ready: true, ip: "10.0.0.3"}}
+	report := map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": testName + "-agent", "namespace": testNamespace},
+		"data": map[string]string{
+			"m-b":   `{"state":"Copying","items":1200,"bytes":1228800,"seconds":1}`,
+			"other": `not json`,
+		},
+	}
+	tests := []struct {
+		name string
+		f    fixture
+		want string
+	}{{
+		name: "keepWarm: m-c takes m-b's slot, the agent reports the copy",
+		f:    fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
+		want: "m-b:Replaced>m-c@1[Copying 1200 items 1228800 bytes]",
+	}, {
+		name: "keepWarm, nothing reported yet",
+		f:    fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev},
+		want: "m-b:Replaced>m-c@1",
+	}, {
+		name: "without keepWarm, no hand-off",
+		f:    fixture{spec: `{"size":2}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
+		want: "",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.f.run(t, fixedNow)
+			var parts []string
+			for _, h := range a.status.Handoffs {
+				s := fmt.Sprintf("%s:%s>%s@%d", h.Pod, h.Reason, h.To, *h.Slot)
+				if p := h.Progress; p != nil {
+					s += fmt.Sprintf("[%s %d items %d bytes]", p.State, p.Items, p.Bytes)
+				}
+				parts = append(parts, s)
+			}
+			if got := strings.Join(parts, " "); got != tt.want {
+				t.Errorf("hand-offs %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestKeepWarmPodTemplate checks what keepWarm changes in the memcached
+// Pods: a preStop that waits for the agent's word and a grace period that
+// fits it, both following maxMemoryMB or handoffSeconds.
+func TestKeepWarmPodTemplate(t *testing.T) {
+	tests := []struct {
+		spec      string
+		wantGrace int64
+		wantWait  string // in the preStop script; "" means the plain sleep
+	}{
+		{`{}`, 30, ""},
+		{`{"rollout":{"keepWarm":true}}`, 10 + 30 + 2 + 5, "+ 32 ))"},
+		{`{"rollout":{"keepWarm":true},"memcached":{"maxMemoryMB":1024}}`, 10 + 30 + 21 + 5, "+ 51 ))"},
+		{`{"rollout":{"keepWarm":true,"handoffSeconds":600}}`, 10 + 600 + 5, "+ 600 ))"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			a := fixture{spec: tt.spec}.run(t, fixedNow)
+			d := a.deployment(t)
+			if got := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; got != tt.wantGrace {
+				t.Errorf("grace period %d, want %d", got, tt.wantGrace)
+			}
+			pre := a.container(t, "memcached").Lifecycle.PreStop
+			switch {
+			case tt.wantWait == "" && (pre.Sleep == nil || pre.Sleep.Seconds != 10):
+				t.Errorf("preStop %+v, want a 10 s sleep", pre)
+			case tt.wantWait != "" && (pre.Exec == nil || !strings.Contains(pre.Exec.Command[2], tt.wantWait) || !strings.Contains(pre.Exec.Command[2], memcached.DoneKey)):
+				t.Errorf("preStop %+v, want a wait for %s with %q", pre, memcached.DoneKey, tt.wantWait)
+			}
+		})
+	}
+}

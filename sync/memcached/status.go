@@ -25,10 +25,11 @@ import (
 type observed struct {
 	childCount int
 	deployment *deploymentState
-	pods       []metacontroller.Pod // the parent's live Pods, sorted by name
-	leaving    []metacontroller.Pod // its terminating Pods that have not finished, sorted by name
-	managed    map[string]bool      // the child kinds the CompositeController manages
-	names      map[string]bool      // the observed children, as kind key + "/" + name
+	pods       []metacontroller.Pod                // the parent's live Pods, sorted by name
+	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
+	managed    map[string]bool                     // the child kinds the CompositeController manages
+	names      map[string]bool                     // the observed children, as kind key + "/" + name
+	reports    map[string]v1alpha1.HandoffProgress // the agent's, by leaving Pod
 	finalizing bool
 }
 
@@ -53,6 +54,9 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	name := req.Parent.Name
 	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
 		obs.deployment = readDeployment(d)
+	}
+	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
+		obs.reports = readReports(c)
 	}
 	sel := labels.SelectorFromSet(SelectorLabels(name))
 	for _, pod := range req.Pods {
@@ -158,7 +162,9 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 		size = obs.deployment.replicas
 	}
 
-	st.SlotTable = slotTable(p, size, obs, now)
+	pods := slotPods(obs)
+	st.SlotTable = slotTable(p, size, pods, now)
+	st.Handoffs = handoffs(p, spec, size, st.SlotTable.Slots, pods, obs)
 	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
 
 	avail := available(size, st.ReadyReplicas)
@@ -278,11 +284,11 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts O
 		}
 		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
 	}
-	if discoveryEnabled(spec) && opts.AgentImage == "" {
+	if agentWanted(spec) && opts.AgentImage == "" {
 		if reason == "" {
 			reason = ReasonAgentImageUnset
 		}
-		msgs = append(msgs, "spec.discovery needs the agent, and the hook runs without --agent-image: set it to the hook's own image (the manifests do)")
+		msgs = append(msgs, "spec.discovery and spec.rollout.keepWarm need the agent, and the hook runs without --agent-image: set it to the hook's own image (the manifests do)")
 	}
 	if missing := missingKinds(spec, obs); len(missing) > 0 {
 		if reason == "" {
@@ -306,8 +312,8 @@ func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
 	if wantsServiceMonitor(s) {
 		need = append(need, ServiceMonitorKey)
 	}
-	if discoveryEnabled(s) {
-		need = append(need, agentKinds...)
+	if agentWanted(s) {
+		need = append(need, agentKinds(s)...)
 	}
 	var missing []string
 	for _, k := range need {
@@ -418,9 +424,9 @@ func cond(t string, ok bool, reason Reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: string(reason), Message: msg}
 }
 
-// slotTable assigns the Pods their slots (package slots), starting from the
-// table the status held, and versions the result.
-func slotTable(p *metacontroller.Parent, size int32, obs observed, now time.Time) v1alpha1.SlotTable {
+// slotPods are the Pods as the slot table sees them, terminating ones
+// included.
+func slotPods(obs observed) []slots.Pod {
 	pods := make([]slots.Pod, 0, len(obs.pods)+len(obs.leaving))
 	for _, pod := range obs.pods {
 		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod)})
@@ -428,6 +434,12 @@ func slotTable(p *metacontroller.Parent, size int32, obs observed, now time.Time
 	for _, pod := range obs.leaving {
 		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), Leaving: true})
 	}
+	return pods
+}
+
+// slotTable assigns the Pods their slots (package slots), starting from the
+// table the status held, and versions the result.
+func slotTable(p *metacontroller.Parent, size int32, pods []slots.Pod, now time.Time) v1alpha1.SlotTable {
 	table := slots.Assign(p.Status.SlotTable.Slots, size, pods)
 	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, table, now), Slots: table}
 }

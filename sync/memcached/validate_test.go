@@ -105,6 +105,15 @@ var invalidSpecs = []struct {
 	{"maxItemSize under 512Ki", `{"memcached":{"maxItemSize":"100Ki"}}`, "spec.memcached.maxItemSize"},
 	{"maxItemSize not a multiple of 512Ki", `{"memcached":{"maxItemSize":"1000Ki"}}`, "spec.memcached.maxItemSize"},
 	{"maxConnections above the open-files bound", `{"memcached":{"maxConnections":65537}}`, "spec.memcached.maxConnections"},
+	// The agent that hands items on has no certificate or password, and
+	// needs the text protocol and mgdump.
+	{"keepWarm with tls", `{"rollout":{"keepWarm":true},"tls":{"secretName":"t"}}`, "spec.rollout.keepWarm"},
+	{"keepWarm with auth", `{"rollout":{"keepWarm":true},"auth":{"secretName":"u"}}`, "spec.rollout.keepWarm"},
+	{"keepWarm with -X", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-X"]}}`, "spec.memcached.extraArgs[0]"},
+	{"keepWarm with no_lru_crawler", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-o","no_lru_crawler"]}}`, "spec.memcached.extraArgs[1]"},
+	{"keepWarm with -B binary", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-B","binary"]}}`, "spec.memcached.extraArgs[1]"},
+	{"handoffSeconds 5", `{"rollout":{"keepWarm":true,"handoffSeconds":5}}`, "spec.rollout.handoffSeconds"},
+	{"handoffSeconds 7201", `{"rollout":{"keepWarm":true,"handoffSeconds":7201}}`, "spec.rollout.handoffSeconds"},
 	// Metacontroller fails the whole sync for a child whose controller-uid
 	// is not the parent's.
 	{"pod label controller-uid", `{"podLabels":{"controller-uid":"x"}}`, "spec.podLabels"},
@@ -379,9 +388,17 @@ func wantArgs(t *testing.T, a syncAnswer, want []string) {
 // Degraded InvalidSpec naming metadata.name: the API server would refuse
 // every child, and Metacontroller's error would not reach the status.
 func TestInvalidName(t *testing.T) {
-	for _, name := range []string{"my.cache", "1cache", strings.Repeat("c", 64)} {
+	for _, tt := range []struct{ name, spec string }{
+		{"my.cache", ""}, {"1cache", ""}, {strings.Repeat("c", 64), ""},
+		// NAME-discovery names a Service.
+		{strings.Repeat("c", 54), `{"discovery":{"enabled":true}}`},
+	} {
+		name := tt.name
 		t.Run(name, func(t *testing.T) {
 			body := testutil.CaptureBody(t, "v2/0002-sync.json", "sync")
+			if tt.spec != "" {
+				body = withSpec(t, body, tt.spec)
+			}
 			req := testutil.DecodeObject(t, body)
 			req["parent"].(map[string]any)["metadata"].(map[string]any)["name"] = name
 			a := parseAnswer(t, callHook(t, "sync", testutil.MustMarshal(t, req), fixedNow))

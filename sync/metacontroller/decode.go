@@ -199,8 +199,8 @@ func decodeSpec(d *jsontext.Decoder, p *Parent) error {
 }
 
 // decodeStatus reads what the hook carries forward from the parent's
-// status: the well-formed conditions, the slot table and the configuration
-// endpoint. Whatever else the status holds, in whatever shape, is skipped,
+// status: the well-formed conditions, the slot table, the hand-offs and
+// the configuration endpoint. Whatever else the status holds, in whatever shape, is skipped,
 // and so is a part that does not decode: a status written by an older hook
 // or edited by hand, whatever its shape, cannot fail every call. (A slot
 // table that does not decode is rebuilt from the Pods.)
@@ -229,6 +229,14 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 				var t v1alpha1.SlotTable
 				if json.Unmarshal(raw, &t) == nil {
 					st.SlotTable = t
+				}
+			}
+		case name == "handoffs" && d.PeekKind() == '[':
+			var raw jsontext.Value
+			if raw, o.err = d.ReadValue(); o.err == nil {
+				var hs []v1alpha1.Handoff
+				if json.Unmarshal(raw, &hs) == nil {
+					st.Handoffs = hs
 				}
 			}
 		case name == "configurationEndpoint" && d.PeekKind() == '"':

@@ -65,6 +65,8 @@ type Child struct {
 	Metadata   ChildMeta       `json:"metadata"`
 	Spec       json.RawMessage `json:"spec,omitempty"`
 	Status     json.RawMessage `json:"status,omitempty"`
+	// Data is a ConfigMap's: the agent's reports.
+	Data map[string]string `json:"data,omitempty"`
 }
 
 // ChildMeta is the part of a child's metadata the hook reads.

@@ -22,6 +22,7 @@ var ManagedKinds = []string{
 	"ServiceAccount.v1",
 	"Role.rbac.authorization.k8s.io/v1",
 	"RoleBinding.rbac.authorization.k8s.io/v1",
+	"ConfigMap.v1",
 }
 
 // FirstSync is the first sync request Metacontroller sends for parent (a

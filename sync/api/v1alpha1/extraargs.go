@@ -197,9 +197,16 @@ func optionErrors(s *MemcachedSpec, o option, args []string, path *field.Path) f
 	if why, ok := forbidden[o.letter]; ok {
 		return field.ErrorList{field.Invalid(at, item, why)}
 	}
+	keepWarm := s.Rollout != nil && s.Rollout.KeepWarm
+	if o.letter == 'X' && keepWarm {
+		return field.ErrorList{field.Invalid(at, item, "turns off lru_crawler mgdump, which spec.rollout.keepWarm's hand-off lists a leaving Pod's keys with")}
+	}
 	at, item = path.Index(o.vindex), args[o.vindex]
 	switch o.letter {
 	case 'o':
+		if keepWarm && slices.Contains(strings.Split(o.value, ","), "no_lru_crawler") {
+			return field.ErrorList{field.Invalid(at, item, "no_lru_crawler turns off lru_crawler mgdump, which spec.rollout.keepWarm's hand-off lists a leaving Pod's keys with")}
+		}
 		return suboptionErrors(at, item, o.value)
 	case 'B':
 		sasl := s.Auth != nil && s.Auth.Mode == AuthModeSASL
@@ -211,6 +218,8 @@ func optionErrors(s *MemcachedSpec, o option, args []string, path *field.Path) f
 			}
 		case "binary":
 			switch {
+			case keepWarm:
+				return field.ErrorList{field.Invalid(at, item, "-B binary shuts out the text protocol, whose meta commands spec.rollout.keepWarm's hand-off copies items with")}
 			case s.Metrics != nil && s.Metrics.Enabled:
 				return field.ErrorList{field.Invalid(at, item, "-B binary shuts out the text protocol, which the exporter (spec.metrics) speaks")}
 			case ascii:

@@ -129,6 +129,10 @@ type MemcachedSpec struct {
 	// +optional
 	Discovery *DiscoverySpec `json:"discovery,omitempty"`
 
+	// Rollout says what happens to a Pod's items when it leaves.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
+
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
 	// version over loopback, a request every mode answers, with the
@@ -139,6 +143,31 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:Enum=Version;TCP
 	// +optional
 	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
+}
+
+// RolloutSpec says what happens to a Pod's items when it leaves: a rolling
+// update, a drain, a deleted Pod, a scale-down.
+type RolloutSpec struct {
+	// KeepWarm hands a leaving Pod's items on before it stops: once a Ready
+	// Pod takes its slot, the agent copies every item of the leaving
+	// memcached to the Pod that now owns its key (memcached's lru_crawler
+	// mgdump, mg and ms in add mode, so a newer item on the receiving Pod is
+	// never overwritten), while the leaving memcached still serves; its
+	// preStop waits until the agent says the copy is done, or for
+	// handoffSeconds. Off by default: it runs the agent Deployment, gives the
+	// memcached Pods a longer grace period and a preStop that asks memcached
+	// (changing the Pod template: turning it on rolls every Pod once), and
+	// cannot be used with tls or auth.
+	// +optional
+	KeepWarm bool `json:"keepWarm,omitempty"`
+
+	// HandoffSeconds bounds how long a leaving Pod keeps serving for its
+	// hand-off, from when it starts terminating: for a Ready Pod to take its
+	// slot and for the copy. Left out, 30 seconds plus one for every 50 MiB
+	// of maxMemoryMB (the copy rate measured, with a margin). The grace
+	// period is 10 seconds more (the preStop's first sleep) plus 5.
+	// +optional
+	HandoffSeconds *int32 `json:"handoffSeconds,omitempty"`
 }
 
 // DiscoverySpec configures the configuration endpoint.
@@ -407,6 +436,14 @@ type MemcachedStatus struct {
 	// +optional
 	ConfigurationEndpoint string `json:"configurationEndpoint,omitempty"`
 
+	// Handoffs are the Pods leaving with items to hand on, and where the
+	// items go (spec.rollout.keepWarm), with the copy's progress as the
+	// agent reports it. An entry goes once its Pod is gone.
+	// +listType=map
+	// +listMapKey=pod
+	// +optional
+	Handoffs []Handoff `json:"handoffs,omitempty"`
+
 	// Conditions are Available, Progressing and Degraded (see Status and
 	// conditions in sync/api/v1alpha1/README.md).
 	// +listType=map
@@ -465,3 +502,66 @@ const (
 	SlotLeaving  SlotState = "Leaving"
 	SlotEmpty    SlotState = "Empty"
 )
+
+// Handoff is a Pod handing its items on.
+type Handoff struct {
+	// Pod is the Pod whose items are handed on, and IP its address.
+	Pod string `json:"pod"`
+	// +optional
+	IP string `json:"ip,omitempty"`
+
+	// Reason says where its items go: Replaced (a Ready Pod took its slot:
+	// every item goes to that Pod), Removed (its slot went in a
+	// scale-down: each item goes to the slot its key now hashes to),
+	// Moved (it moved from a removed slot into a freed one: its items go
+	// where their keys now hash), Waiting (its slot waits for a Ready Pod;
+	// nothing is copied yet) or NoSlot (it held no slot: nothing to hand
+	// on).
+	Reason HandoffReason `json:"reason"`
+
+	// Slot is the slot whose keys the items belong to now, and To the Pod
+	// that holds it (Replaced, Waiting, Moved).
+	// +optional
+	Slot *int32 `json:"slot,omitempty"`
+	// +optional
+	To string `json:"to,omitempty"`
+	// +optional
+	ToIP string `json:"toIP,omitempty"`
+
+	// Progress is the copy's, as the agent reports it.
+	// +optional
+	Progress *HandoffProgress `json:"progress,omitempty"`
+}
+
+// HandoffReason says where a leaving Pod's items go.
+// +kubebuilder:validation:Enum=Replaced;Removed;Moved;Waiting;NoSlot
+type HandoffReason string
+
+// The hand-off reasons.
+const (
+	HandoffReplaced HandoffReason = "Replaced"
+	HandoffRemoved  HandoffReason = "Removed"
+	HandoffMoved    HandoffReason = "Moved"
+	HandoffWaiting  HandoffReason = "Waiting"
+	HandoffNoSlot   HandoffReason = "NoSlot"
+)
+
+// HandoffProgress is how far a copy got.
+type HandoffProgress struct {
+	// State is Copying, Done or Failed.
+	State string `json:"state"`
+	// Items and Bytes handed on so far; Skipped, items the receiving Pod
+	// already held (its value is newer, so the copy left it).
+	// +optional
+	Items int64 `json:"items"`
+	// +optional
+	Bytes int64 `json:"bytes"`
+	// +optional
+	Skipped int64 `json:"skipped"`
+	// Seconds the copy has taken.
+	// +optional
+	Seconds int64 `json:"seconds"`
+	// Message says why a copy failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}

@@ -1,0 +1,109 @@
+package slots
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// Handoffs says, for spec.rollout.keepWarm, where each leaving Pod's items
+// go, given the table before this sync (prev) and after it (table), the
+// size, the hand-offs the status held (prevHandoffs), the Pods, and the progress the
+// agent reports by Pod name (reports; the agent writes them, the hook only
+// carries them into the status).
+//
+// A Pod that held slot s and is terminating:
+//
+//   - is Waiting while s (below size) waits for a Ready Pod;
+//   - is Replaced once a Ready Pod takes s: all its items go to that Pod;
+//   - is Removed when s went in a scale-down: each item goes to the slot
+//     its key now hashes to (Place);
+//   - held no slot (NoSlot): nothing is owed to anyone, the agent tells it
+//     so at once.
+//
+// A Pod that is not terminating but moved from a removed slot into a freed
+// one (a scale-down where the Deployment removed another Pod) is Moved:
+// its items of the old slot go where their keys now hash, until the agent
+// reports the copy Done.
+//
+// The transition is seen once, in the sync where the table changes; later
+// syncs carry the entry forward from prevHandoffs for as long as its Pod
+// exists. The result is sorted by Pod name.
+func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.Handoff, pods []Pod, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
+	n := int(min(max(size, 0), MaxSlots))
+	prevSlot := slotsByPod(prev)
+	nowSlot := slotsByPod(table)
+	carried := map[string]v1alpha1.Handoff{}
+	for _, h := range prevHandoffs {
+		if _, dup := carried[h.Pod]; !dup {
+			carried[h.Pod] = h
+		}
+	}
+
+	var out []v1alpha1.Handoff
+	for _, p := range pods {
+		var h v1alpha1.Handoff
+		was, held := prevSlot[p.Name]
+		now, holds := nowSlot[p.Name]
+		switch {
+		case p.Leaving && holds && now < n:
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(now))}
+		case p.Leaving && holds:
+			// Its slot goes with it (a scale-down; the table is longer
+			// only while a Pod above size waits to move).
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+		case p.Leaving && held && was < len(table) && table[was].Pod != "" && table[was].Pod != p.Name:
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(was)), To: table[was].Pod, ToIP: table[was].IP}
+		case p.Leaving && held:
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+		case !p.Leaving && held && holds && was != now:
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffMoved, Slot: ptr(int32(now)), To: p.Name, ToIP: p.IP}
+		case p.Leaving:
+			prev, ok := carried[p.Name]
+			switch {
+			case ok && prev.Reason != v1alpha1.HandoffMoved:
+				h = prev
+			case ok:
+				// It moved, then started leaving before its copy ended:
+				// its items now go where their keys hash.
+				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+			default:
+				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot}
+			}
+		default:
+			prev, ok := carried[p.Name]
+			if !ok || prev.Reason != v1alpha1.HandoffMoved || reports[p.Name].State == HandoffDone {
+				continue
+			}
+			h = prev
+		}
+		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
+		if r, ok := reports[p.Name]; ok && h.Reason != v1alpha1.HandoffWaiting {
+			h.Progress = &r
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
+	return out
+}
+
+// The states the agent reports a copy in.
+const (
+	HandoffCopying = "Copying"
+	HandoffDone    = "Done"
+	HandoffFailed  = "Failed"
+)
+
+// slotsByPod maps each Pod of a table to its slot.
+func slotsByPod(table []v1alpha1.Slot) map[string]int {
+	m := make(map[string]int, len(table))
+	for i, e := range table {
+		if e.Pod != "" {
+			m[e.Pod] = i
+		}
+	}
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }

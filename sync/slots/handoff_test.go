@@ -1,0 +1,177 @@
+package slots_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// handoffs writes hand-offs as "pod:Reason[>to@slot]" in Pod order.
+func handoffs(hs []v1alpha1.Handoff) string {
+	var parts []string
+	for _, h := range hs {
+		s := h.Pod + ":" + string(h.Reason)
+		if h.To != "" {
+			s += ">" + h.To
+		}
+		if h.Slot != nil {
+			s += fmt.Sprintf("@%d", *h.Slot)
+		}
+		if h.Progress != nil {
+			s += "[" + h.Progress.State + "]"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestHandoffs(t *testing.T) {
+	tests := []struct {
+		name    string
+		prev    string
+		prevHO  []v1alpha1.Handoff
+		size    int32
+		pods    []slots.Pod
+		reports map[string]v1alpha1.HandoffProgress
+		want    string
+	}{{
+		name: "nothing leaves, nothing to hand on",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2")},
+		want: "",
+	}, {
+		name: "a leaving Pod waits for a Ready Pod to take its slot",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), notReady("c", "10.0.0.3")},
+		want: "b:Waiting@1",
+	}, {
+		name: "a rolling update's new Pod takes the slot: replaced",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		want: "b:Replaced>c@1",
+	}, {
+		name:    "the replacement is carried forward while the Pod still exists",
+		prev:    "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO:  []v1alpha1.Handoff{{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffReplaced, Slot: ptr32(1), To: "c", ToIP: "10.0.0.3"}},
+		size:    2,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		reports: map[string]v1alpha1.HandoffProgress{"b": {State: "Copying", Items: 10}},
+		want:    "b:Replaced>c@1[Copying]",
+	}, {
+		name:   "gone: the entry goes",
+		prev:   "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO: []v1alpha1.Handoff{{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffReplaced, Slot: ptr32(1), To: "c"}},
+		size:   2,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		want:   "",
+	}, {
+		name: "scale down, the last slot's Pod leaves: removed",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), leaving("c", "10.0.0.3")},
+		want: "c:Removed",
+	}, {
+		name: "scale down, a middle Pod leaves: the last slot's Pod replaces it and moves",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3")},
+		want: "b:Replaced>c@1 c:Moved>c@1",
+	}, {
+		name:    "a moved Pod's hand-off stays until the agent reports it done",
+		prev:    "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO:  []v1alpha1.Handoff{{Pod: "c", Reason: v1alpha1.HandoffMoved, Slot: ptr32(1), To: "c"}},
+		size:    2,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		reports: map[string]v1alpha1.HandoffProgress{"c": {State: "Copying"}},
+		want:    "c:Moved>c@1[Copying]",
+	}, {
+		name:    "a moved Pod's hand-off done: it goes",
+		prev:    "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO:  []v1alpha1.Handoff{{Pod: "c", Reason: v1alpha1.HandoffMoved, Slot: ptr32(1), To: "c"}},
+		size:    2,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		reports: map[string]v1alpha1.HandoffProgress{"c": {State: "Done"}},
+		want:    "",
+	}, {
+		name: "a leaving Pod above size behind a waiting one: removed, not waiting",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), leaving("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "c:Removed",
+	}, {
+		name: "a leaving Pod that never held a slot: nothing to hand on",
+		prev: "a@10.0.0.1:Serving",
+		size: 1,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("surge", "10.0.0.9")},
+		want: "surge:NoSlot",
+	}, {
+		name: "scaled to zero: every Pod's slot goes",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving",
+		size: 0,
+		pods: []slots.Pod{leaving("a", "10.0.0.1"), leaving("b", "10.0.0.2")},
+		want: "a:Removed b:Removed",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := table(t, tt.prev)
+			next := slots.Assign(prev, tt.size, tt.pods)
+			got := slots.Handoffs(prev, next, tt.size, tt.prevHO, tt.pods, tt.reports)
+			if handoffs(got) != tt.want {
+				t.Errorf("Handoffs = %q, want %q (table %s)", handoffs(got), tt.want, show(next))
+			}
+		})
+	}
+}
+
+// TestHandoffsThroughARollingUpdate follows a rolling update of three Pods
+// through Assign and Handoffs, feeding each result back: one Pod at a
+// time leaves, a Ready Pod takes its slot, and its hand-off names that Pod
+// until the leaving Pod is gone.
+func TestHandoffsThroughARollingUpdate(t *testing.T) {
+	pods := []slots.Pod{ready("old-0", "10.0.0.1"), ready("old-1", "10.0.0.2"), ready("old-2", "10.0.0.3")}
+	tb := slots.Assign(nil, 3, pods)
+	var hs []v1alpha1.Handoff
+	step := func(want string) {
+		t.Helper()
+		next := slots.Assign(tb, 3, pods)
+		hs = slots.Handoffs(tb, next, 3, hs, pods, nil)
+		tb = next
+		if got := handoffs(hs); got != want {
+			t.Errorf("hand-offs %q, want %q (table %s)", got, want, show(tb))
+		}
+	}
+	set := func(name string, f func(p *slots.Pod)) {
+		for i := range pods {
+			if pods[i].Name == name {
+				f(&pods[i])
+			}
+		}
+	}
+	remove := func(name string) {
+		for i := range pods {
+			if pods[i].Name == name {
+				pods = append(pods[:i], pods[i+1:]...)
+				return
+			}
+		}
+	}
+	for i, old := range []string{"old-2", "old-0", "old-1"} {
+		slot := map[string]int{"old-0": 0, "old-1": 1, "old-2": 2}[old]
+		n := fmt.Sprintf("new-%d", i)
+		pods = append(pods, ready(n, fmt.Sprintf("10.0.1.%d", i+1)))
+		step("")
+		set(old, func(p *slots.Pod) { p.Leaving = true })
+		step(fmt.Sprintf("%s:Replaced>%s@%d", old, n, slot))
+		step(fmt.Sprintf("%s:Replaced>%s@%d", old, n, slot))
+		remove(old)
+		step("")
+	}
+}
+
+func ptr32(v int32) *int32 { return &v }
