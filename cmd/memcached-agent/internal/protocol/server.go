@@ -319,7 +319,7 @@ func (s *session) next() (bool, error) {
 		}
 	}
 	var list *Answers
-	if s.list != nil {
+	if s.list != nil && (cmd.Kind == ConfigGetCluster || cmd.Kind == Get || cmd.Kind == Gets) {
 		list = s.list()
 	}
 	out, closeAfter := Answer(s.out, cmd, list)
