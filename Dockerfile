@@ -1,5 +1,8 @@
 # syntax=docker/dockerfile:1
-# The memcached hook: a static Go binary on distroless, running as non-root.
+# The memcached hook and the agent (memcached-agent, the configuration
+# endpoint a Memcached with spec.discovery runs): two static Go binaries on
+# distroless, running as non-root. The image runs the hook; the agent's
+# Deployment sets command: [/memcached-agent].
 #
 #   make image IMAGE=REGISTRY/memcached-hook:TAG     (sets VERSION and COMMIT)
 #   docker buildx build --platform linux/amd64,linux/arm64 \
@@ -26,11 +29,12 @@ ARG VERSION=devel
 ARG COMMIT=unknown
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
-      -o /out/memcached-hook ./cmd/memcached-hook
+      -o /out/ ./cmd/memcached-hook ./cmd/memcached-agent
 
 # gcr.io/distroless/static-debian12:nonroot as of 2026-08-26.
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/memcached-hook /memcached-hook
+COPY --from=build /out/memcached-agent /memcached-agent
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/memcached-hook"]

@@ -38,11 +38,12 @@ run: ## serve the hook on 127.0.0.1:8080 (set ARGS="--listen-address=127.0.0.1:9
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/memcached-hook --listen-address=127.0.0.1:8080 --log-format=text $(ARGS)
 
 .PHONY: build
-build: ## build bin/memcached-hook
+build: ## build bin/memcached-hook and bin/memcached-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/memcached-hook ./cmd/memcached-hook
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/memcached-agent ./cmd/memcached-agent
 
 .PHONY: image
-image: ## build the hook's image with docker (IMAGE=REGISTRY/memcached-hook:TAG)
+image: ## build the image (the hook and the agent) with docker (IMAGE=REGISTRY/memcached-hook:TAG)
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
@@ -51,7 +52,8 @@ test: vet verify-generate test-tools ## run every test
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.
-FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler
+FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \
+	./cmd/memcached-agent/internal/protocol:FuzzTranscript ./cmd/memcached-agent/internal/follow:FuzzDecode
 # make test fuzzes each target this long; make fuzz, FUZZTIME (FUZZTIME=1h).
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 10m
@@ -61,7 +63,7 @@ e2e: test-tools ## only the end-to-end suite: a real control plane, kwok Nodes, 
 	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 -v ./test/e2e
 
 .PHONY: fuzz
-fuzz: ## fuzz request decoding, sync and the HTTP handler (FUZZTIME=10m each)
+fuzz: ## fuzz request decoding, sync, the HTTP handler, the agent's protocol and file decoding (FUZZTIME=10m each)
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzzing $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
 	  $(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=100x "$${t%%:*}" || exit 1; \

@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/example/memcached-operator/cmd/internal/reload"
 )
+
+// errEmpty is a credential file with nothing in it but white space.
+var errEmpty = errors.New("is empty")
 
 // Why a call was refused with 401, as the auth failures metric counts it.
 const (
@@ -43,8 +49,8 @@ type authConfig struct {
 // are followed as they change, so that rotating the Secret needs no
 // restart.
 type authenticator struct {
-	token      *reloading[[sha256.Size]byte]
-	basic      *reloading[basicCredentials]
+	token      *reload.Reloading[[sha256.Size]byte]
+	basic      *reload.Reloading[basicCredentials]
 	clientCert bool
 	logger     *slog.Logger
 	metrics    *metrics
@@ -66,7 +72,7 @@ func newAuthenticator(cfg authConfig, logger *slog.Logger, m *metrics) (*authent
 	a := &authenticator{clientCert: cfg.clientCertNeeded, logger: logger, metrics: m}
 	var err error
 	if cfg.tokenFile != "" {
-		a.token, err = newReloading(logger, "bearer token", func(c [][]byte) ([sha256.Size]byte, error) {
+		a.token, err = reload.New(logger, "bearer token", func(c [][]byte) ([sha256.Size]byte, error) {
 			// Metacontroller trims the Secret's value, as we do.
 			tok := bytes.TrimSpace(c[0])
 			if len(tok) == 0 {
@@ -79,7 +85,7 @@ func newAuthenticator(cfg authConfig, logger *slog.Logger, m *metrics) (*authent
 		}
 	}
 	if cfg.basicUserFile != "" {
-		a.basic, err = newReloading(logger, "basic auth credentials", func(c [][]byte) (basicCredentials, error) {
+		a.basic, err = reload.New(logger, "basic auth credentials", func(c [][]byte) (basicCredentials, error) {
 			user, pass := bytes.TrimSpace(c[0]), bytes.TrimSpace(c[1])
 			switch {
 			case len(user) == 0:
@@ -136,7 +142,7 @@ func (a *authenticator) check(r *http.Request) (reason, msg string) {
 			return authWrongScheme, "the Authorization scheme must be Bearer"
 		}
 		got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-		want := a.token.get()
+		want := a.token.Get()
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
 			return authWrong, "wrong bearer token"
 		}
@@ -148,7 +154,7 @@ func (a *authenticator) check(r *http.Request) (reason, msg string) {
 		if !ok {
 			return authWrongScheme, "the Authorization scheme must be Basic"
 		}
-		want := a.basic.get()
+		want := a.basic.Get()
 		gotUser, gotPass := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
 		// Both compared, always: which one is wrong takes no less time.
 		if subtle.ConstantTimeCompare(gotUser[:], want.user[:])&subtle.ConstantTimeCompare(gotPass[:], want.pass[:]) != 1 {

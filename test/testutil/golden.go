@@ -38,3 +38,26 @@ func Golden(tb testing.TB, path string, got []byte) {
 		tb.Errorf("answer differs from %s (-got +want):\n%s", path, diff)
 	}
 }
+
+// GoldenBytes compares got with a golden file byte for byte, or, under
+// -update, rewrites the file with got: for answers whose every byte
+// matters, such as a wire protocol's.
+func GoldenBytes(tb testing.TB, path string, got []byte) {
+	tb.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatalf("%v (run the test with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		tb.Errorf("answer differs from %s:\n got %q\nwant %q", path, got, want)
+	}
+}

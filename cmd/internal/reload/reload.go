@@ -1,14 +1,16 @@
-package main
+// Package reload keeps a value parsed from files in step with the files, so
+// that a rotated Secret (a certificate and its key, a CA bundle, a token)
+// takes effect without a restart. The hook and the agent share it.
+package reload
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 )
 
-// reloading is a value parsed from files (a certificate and its key, a CA
+// Reloading is a value parsed from files (a certificate and its key, a CA
 // bundle, a token) that follows the files as they change, so that a
 // rotated Secret takes effect without a restart. Each get costs one stat
 // per file; the files are read and parsed again only when one of them is
@@ -19,7 +21,7 @@ import (
 // A change that does not parse (say, a certificate updated before its key)
 // keeps the last good value and is logged once; the next change is tried
 // again.
-type reloading[T any] struct {
+type Reloading[T any] struct {
 	what   string
 	paths  []string
 	parse  func(contents [][]byte) (T, error)
@@ -30,10 +32,11 @@ type reloading[T any] struct {
 	value  T
 }
 
-// newReloading reads and parses the files once. Failing that is an error:
-// the hook does not start with credentials it cannot read.
-func newReloading[T any](logger *slog.Logger, what string, parse func(contents [][]byte) (T, error), paths ...string) (*reloading[T], error) {
-	r := &reloading[T]{what: what, paths: paths, parse: parse, logger: logger}
+// New reads and parses the files once. Failing that is an error: a program
+// does not start with credentials it cannot read. what names the value in
+// the log.
+func New[T any](logger *slog.Logger, what string, parse func(contents [][]byte) (T, error), paths ...string) (*Reloading[T], error) {
+	r := &Reloading[T]{what: what, paths: paths, parse: parse, logger: logger}
 	stamps, err := r.stat()
 	if err != nil {
 		return nil, err
@@ -46,12 +49,12 @@ func newReloading[T any](logger *slog.Logger, what string, parse func(contents [
 	return r, nil
 }
 
-// get returns the value for the files as they are now.
-func (r *reloading[T]) get() T {
+// Get returns the value for the files as they are now.
+func (r *Reloading[T]) Get() T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	stamps, err := r.stat()
-	if err != nil || sameFiles(stamps, r.stamps) {
+	if err != nil || SameFiles(stamps, r.stamps) {
 		// A file that cannot be stat'ed (mid-swap, or removed) keeps the
 		// last good value.
 		return r.value
@@ -69,7 +72,7 @@ func (r *reloading[T]) get() T {
 	return v
 }
 
-func (r *reloading[T]) stat() ([]os.FileInfo, error) {
+func (r *Reloading[T]) stat() ([]os.FileInfo, error) {
 	out := make([]os.FileInfo, len(r.paths))
 	for i, p := range r.paths {
 		fi, err := os.Stat(p)
@@ -81,7 +84,7 @@ func (r *reloading[T]) stat() ([]os.FileInfo, error) {
 	return out, nil
 }
 
-func (r *reloading[T]) load() (T, error) {
+func (r *Reloading[T]) load() (T, error) {
 	contents := make([][]byte, len(r.paths))
 	for i, p := range r.paths {
 		b, err := os.ReadFile(p)
@@ -99,8 +102,10 @@ func (r *reloading[T]) load() (T, error) {
 	return v, nil
 }
 
-// sameFiles reports whether every file is the same one, unchanged.
-func sameFiles(a, b []os.FileInfo) bool {
+// SameFiles reports whether every file is the same one, unchanged: the
+// same file (a Secret volume swaps a symlink to a new one), with the same
+// size and modification time.
+func SameFiles(a, b []os.FileInfo) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -111,6 +116,3 @@ func sameFiles(a, b []os.FileInfo) bool {
 	}
 	return true
 }
-
-// errEmpty is a credential file with nothing in it but white space.
-var errEmpty = errors.New("is empty")

@@ -1,0 +1,170 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startMemcached runs the real memcached 1.6.45 (MEMCACHED_BIN, which make
+// test sets) on a loopback port for the test, or skips naming what is
+// missing (fails under CI).
+func startMemcached(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("MEMCACHED_BIN")
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		msg := fmt.Sprintf("no memcached 1.6.45 to compare with: MEMCACHED_BIN=%q (make test builds it and sets it)", bin)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this is an error)")
+		}
+		t.Skip(msg)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	ln.Close()
+	args := []string{"-l", "127.0.0.1", "-p", port, "-U", "0", "-t", "1", "-m", "16"}
+	if os.Geteuid() == 0 {
+		// memcached refuses to run as root without -u.
+		args = append(args, "-u", "nobody")
+	}
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", addr, err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exchange writes input on a new connection and reads what comes back
+// until the connection is closed or, once want bytes (or nothing, for
+// want 0) have come, nothing more comes for a moment.
+func exchange(t *testing.T, addr, input string, want int) (string, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, input); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		wait := 150 * time.Millisecond
+		if len(got) < want {
+			wait = time.Until(deadline)
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			return string(got), true
+		}
+		var ne net.Error
+		if err != nil && (!errors.As(err, &ne) || !ne.Timeout()) {
+			return string(got), true
+		}
+		if err != nil {
+			return string(got), false
+		}
+	}
+}
+
+// TestSameAsMemcached sends the same bytes to memcached 1.6.45 and to the
+// endpoint, on fresh connections, for every input both answer (not the
+// cluster commands, which memcached does not have, nor storage and other
+// commands memcached serves), and compares every byte written back and
+// whether the connection was closed. This is what makes "parses like
+// memcached" a test. The one known difference is named in the case.
+func TestSameAsMemcached(t *testing.T) {
+	mc := startMemcached(t)
+	agent := startServer(t, &Server{List: fixedList(NewAnswers(testVersion, testNodes))})
+	long := func(n int) string { return strings.Repeat("k", n) }
+	tests := []struct {
+		name  string
+		input string
+		// memcachedExtra is what memcached writes after the endpoint's
+		// answer, on purpose.
+		memcachedExtra string
+	}{
+		{name: "version", input: "version\r\n"},
+		{name: "version with a bare newline", input: "version\n"},
+		{name: "version with arguments", input: "version 1 2 3\r\n"},
+		{name: "version with a tab", input: "version\t\r\n"},
+		{name: "version with two carriage returns", input: "version\r\r\n"},
+		{name: "version after a space", input: " version\r\n"},
+		{name: "version in capitals", input: "VERSION\r\n"},
+		{name: "unknown command", input: "bogus\r\n"},
+		{name: "unknown command noreply", input: "bogus noreply\r\nversion\r\n"},
+		{name: "two bytes", input: "ab\r\n"},
+		{name: "shorter than four bytes", input: "a\n"},
+		{name: "empty line", input: "\r\n"},
+		{name: "mn with a bare newline", input: "mn\n"},
+		{name: "meta get with a bad flag", input: "mg a !x\r\n"},
+		{name: "meta set with a bad flag", input: "ms a 5 !x\r\nhello\r\n"},
+		{name: "get a miss", input: "get nothing-here\r\n"},
+		{name: "get several misses, spaces around", input: "get  a   b \r\n"},
+		{name: "get noreply", input: "get a noreply\r\n"},
+		{name: "gets a miss", input: "gets a\r\n"},
+		{name: "get without a key", input: "get\r\n"},
+		{name: "gets without a key", input: "gets \r\n"},
+		{name: "get a key of 250 bytes", input: "get " + long(250) + "\r\n"},
+		{name: "get a key of 251 bytes", input: "get " + long(251) + "\r\n", memcachedExtra: "\r\n"},
+		{name: "get a long key after a short one", input: "get a " + long(251) + "\r\n", memcachedExtra: "\r\n"},
+		{name: "set with a negative length", input: "set a 0 0 -1\r\n"},
+		{name: "set without a length", input: "set a 0 0\r\n"},
+		{name: "set with a long key", input: "set " + long(251) + " 0 0 5\r\nhello\r\nversion\r\n"},
+		{name: "set noreply, then version", input: "set k 0 0 5 noreply\r\nhello\r\nversion\r\n"},
+		{name: "incr without a delta", input: "incr a\r\n"},
+		{name: "gat without a key", input: "gat 10\r\n"},
+		{name: "config get cluster with more tokens, noreply", input: "config get cluster noreply\r\nversion\r\n"},
+		{name: "quit", input: "quit\r\nversion\r\n"},
+		{name: "quit with arguments", input: "quit now\r\n"},
+		{name: "HTTP request", input: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{name: "HTTP/ alone", input: "foo HTTP/\r\n"},
+		{name: "HTTP without a slash", input: "foo HTTP\r\n"},
+		{name: "HTTP/ past the 23rd token", input: "foo" + strings.Repeat(" a", 30) + " HTTP/1.1\r\n"},
+		{name: "HTTP/ as the 23rd token", input: "foo" + strings.Repeat(" a", 21) + " HTTP/1.1 b c\r\n"},
+		{name: "line of 2048 bytes", input: "version" + strings.Repeat(" ", 2041) + "\n"},
+		{name: "2049 bytes without a newline", input: "version" + strings.Repeat(" ", 2042)},
+		{name: "long get", input: "get" + strings.Repeat(" k", 3000) + "\r\n"},
+		{name: "long line after spaces", input: strings.Repeat(" ", 100) + "gets" + strings.Repeat(" k", 3000) + "\r\n"},
+		{name: "long get after too many spaces", input: strings.Repeat(" ", 101) + "get" + strings.Repeat(" k", 3000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, gotClosed := exchange(t, agent, tt.input, 0)
+			want, wantClosed := exchange(t, mc, tt.input, len(got)+len(tt.memcachedExtra))
+			if got+tt.memcachedExtra != want || gotClosed != wantClosed {
+				t.Errorf("answer to %.80q:\n endpoint %q (closed %v)\nmemcached %q (closed %v)", tt.input, got, gotClosed, want, wantClosed)
+			}
+		})
+	}
+}

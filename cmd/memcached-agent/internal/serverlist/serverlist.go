@@ -1,0 +1,191 @@
+// Package serverlist decides which server list the agent serves: every
+// Memcached object the followers (the watch, or --from-file) see is
+// offered here, checked, and either published as an immutable snapshot
+// (its version, its nodes, the answers rendered once) or refused, keeping
+// the list served before.
+//
+// Clients apply a list only when its version is higher than the last they
+// applied, forever (the AWS cluster clients, gomemcache forks and npm
+// memcache parse it as an int64), so a list is never served that would
+// make them stop following: no empty list, no unparseable address, no
+// version that is not positive or that went down. A list that changed
+// under the same version would be ignored by clients that have the
+// version already, and taken by the ones that have not: serving it would
+// split the clients, so the old one stays served until the version moves.
+package serverlist
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
+	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// Reasons a list is refused, as metrics label them.
+const (
+	// NoServers: the slot table has no Serving slot.
+	NoServers = "no_servers"
+	// BadAddress: a Serving slot's IP does not parse.
+	BadAddress = "bad_address"
+	// BadVersion: the version is not positive.
+	BadVersion = "bad_version"
+	// VersionWentDown: the version is lower than the one served.
+	VersionWentDown = "version_went_down"
+	// ChangedSameVersion: the list changed but its version did not.
+	ChangedSameVersion = "changed_same_version"
+	// WrongObject: the object is another Memcached than the one followed.
+	WrongObject = "wrong_object"
+	// Unreadable: the follower could not read or decode the object.
+	Unreadable = "unreadable"
+)
+
+// Reasons are every refusal reason, for metrics that show each from the
+// start.
+var Reasons = []string{NoServers, BadAddress, BadVersion, VersionWentDown, ChangedSameVersion, WrongObject, Unreadable}
+
+// Snapshot is a published list. It is never changed once published.
+type Snapshot struct {
+	Version int64
+	Nodes   []slots.Node
+	Answers *protocol.Answers
+	// Published is when this list began to be served.
+	Published time.Time
+}
+
+// Observer is told what is published and refused, for metrics.
+type Observer interface {
+	Published(*Snapshot)
+	Refused(reason string)
+}
+
+// Publisher holds the list served and takes the lists the followers see.
+// Current is safe to call from any goroutine at any rate: it is one
+// atomic load.
+type Publisher struct {
+	name      string
+	namespace string
+	logger    *slog.Logger
+	observer  Observer
+	now       func() time.Time
+
+	current atomic.Pointer[Snapshot]
+
+	mu sync.Mutex
+	// lastProblem is the last refusal logged, so that a problem is logged
+	// once however often it is seen again, until a list is published.
+	lastProblem string
+	// changed is closed when a list is published, and replaced.
+	changed chan struct{}
+}
+
+// New returns a Publisher for the Memcached name. namespace is the one
+// the agent was told; when empty the object's own is used (a file given
+// with --from-file carries it).
+func New(name, namespace string, logger *slog.Logger, observer Observer, now func() time.Time) *Publisher {
+	return &Publisher{name: name, namespace: namespace, logger: logger, observer: observer, now: now, changed: make(chan struct{})}
+}
+
+// Current returns the list served, or nil before the first good one.
+func (p *Publisher) Current() *Snapshot { return p.current.Load() }
+
+// Changed returns a channel that is closed when the next list is
+// published.
+func (p *Publisher) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// Offer checks the Memcached the source (a follower: "watch" or "file")
+// sees, and publishes its list or refuses it.
+func (p *Publisher) Offer(source string, m *metacontroller.Parent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reason, problem, next := p.check(m)
+	switch {
+	case reason != "":
+		p.refuse(source, reason, problem)
+	case next != nil:
+		p.current.Store(next)
+		p.lastProblem = ""
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.logger.Info("serving a new server list", "source", source, "version", next.Version, "servers", len(next.Nodes))
+		if p.observer != nil {
+			p.observer.Published(next)
+		}
+	}
+}
+
+// Refuse records that the source could not read the object at all.
+func (p *Publisher) Refuse(source string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuse(source, Unreadable, err.Error())
+}
+
+func (p *Publisher) refuse(source, reason, problem string) {
+	if p.observer != nil {
+		p.observer.Refused(reason)
+	}
+	if key := source + "\x00" + reason + "\x00" + problem; key != p.lastProblem {
+		p.lastProblem = key
+		attrs := []any{"source", source, "reason", reason, "problem", problem}
+		if cur := p.current.Load(); cur != nil {
+			attrs = append(attrs, "serving_version", cur.Version, "serving_servers", len(cur.Nodes))
+		} else {
+			attrs = append(attrs, "serving", "nothing yet: clients are answered SERVER_ERROR")
+		}
+		p.logger.Warn("server list refused; keeping the one served", attrs...)
+	}
+}
+
+// check returns why m's list is refused, or the snapshot to publish (nil
+// when the list is the one served).
+func (p *Publisher) check(m *metacontroller.Parent) (reason, problem string, next *Snapshot) {
+	ns := m.Namespace
+	switch {
+	case m.Name != p.name:
+		return WrongObject, fmt.Sprintf("the object is Memcached %q, the agent follows %q", m.Name, p.name), nil
+	case p.namespace != "" && ns != "" && ns != p.namespace:
+		return WrongObject, fmt.Sprintf("the object is in namespace %q, the agent follows %q", ns, p.namespace), nil
+	case ns == "":
+		ns = p.namespace
+	}
+	if ns == "" {
+		return WrongObject, "the object has no namespace and none was given (--namespace)", nil
+	}
+	table := m.Status.SlotTable
+	nodes := slots.Served(table.Slots, p.name, ns, memcached.Port)
+	if len(nodes) == 0 {
+		return NoServers, fmt.Sprintf("status.slotTable (version %d) has no Serving slot", table.Version), nil
+	}
+	for _, n := range nodes {
+		if _, err := netip.ParseAddr(n.IP); err != nil {
+			return BadAddress, fmt.Sprintf("a Serving slot's ip %q is not an IP address", n.IP), nil
+		}
+	}
+	if table.Version <= 0 {
+		return BadVersion, fmt.Sprintf("status.slotTable.version is %d, not positive", table.Version), nil
+	}
+	cur := p.current.Load()
+	if cur != nil {
+		switch {
+		case table.Version < cur.Version:
+			return VersionWentDown, fmt.Sprintf("status.slotTable.version %d is lower than the version served, %d: clients would ignore it", table.Version, cur.Version), nil
+		case table.Version == cur.Version && slices.Equal(nodes, cur.Nodes):
+			return "", "", nil
+		case table.Version == cur.Version:
+			return ChangedSameVersion, fmt.Sprintf("the list changed but its version %d did not: clients that have it would not take the change", table.Version), nil
+		}
+	}
+	return "", "", &Snapshot{Version: table.Version, Nodes: nodes, Answers: protocol.NewAnswers(table.Version, nodes), Published: p.now()}
+}

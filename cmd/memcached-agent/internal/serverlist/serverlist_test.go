@@ -1,0 +1,167 @@
+package serverlist
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/metacontroller"
+)
+
+// memcachedWith is Memcached cache in namespace shop with a slot table of
+// version and the given IPs as Serving slots ("" is an Empty slot).
+func memcachedWith(version int64, ips ...string) *metacontroller.Parent {
+	m := &metacontroller.Parent{}
+	m.ObjectMeta = metav1.ObjectMeta{Name: "cache", Namespace: "shop"}
+	m.Status.SlotTable.Version = version
+	for i, ip := range ips {
+		s := v1alpha1.Slot{Slot: int32(i), State: v1alpha1.SlotEmpty}
+		if ip != "" {
+			s.Pod, s.IP, s.State = "cache-"+ip, ip, v1alpha1.SlotServing
+		}
+		m.Status.SlotTable.Slots = append(m.Status.SlotTable.Slots, s)
+	}
+	return m
+}
+
+type recorder struct {
+	published []int64
+	refused   map[string]int
+}
+
+func (r *recorder) Published(s *Snapshot) { r.published = append(r.published, s.Version) }
+func (r *recorder) Refused(reason string) {
+	if r.refused == nil {
+		r.refused = map[string]int{}
+	}
+	r.refused[reason]++
+}
+
+// TestPublisher offers a sequence of objects, as a follower would, and
+// checks after each what is served and why anything was refused.
+func TestPublisher(t *testing.T) {
+	other := memcachedWith(500, "10.0.0.1")
+	other.Name = "other"
+	elsewhere := memcachedWith(500, "10.0.0.1")
+	elsewhere.Namespace = "prod"
+	steps := []struct {
+		name        string
+		offer       *metacontroller.Parent
+		wantVersion int64 // 0: nothing served
+		wantServers int
+		wantRefused string
+	}{
+		{name: "empty before any list", offer: memcachedWith(100), wantRefused: NoServers},
+		{name: "no Serving slot before any list", offer: memcachedWith(100, "", ""), wantRefused: NoServers},
+		{name: "first good list", offer: memcachedWith(100, "10.0.0.1", "10.0.0.2"), wantVersion: 100, wantServers: 2},
+		{name: "same list again", offer: memcachedWith(100, "10.0.0.1", "10.0.0.2"), wantVersion: 100, wantServers: 2},
+		{name: "emptied", offer: memcachedWith(101), wantVersion: 100, wantServers: 2, wantRefused: NoServers},
+		{name: "a bad address", offer: memcachedWith(102, "10.0.0.1", "not-an-ip"), wantVersion: 100, wantServers: 2, wantRefused: BadAddress},
+		{name: "version zero", offer: memcachedWith(0, "10.0.0.1"), wantVersion: 100, wantServers: 2, wantRefused: BadVersion},
+		{name: "negative version", offer: memcachedWith(-5, "10.0.0.1"), wantVersion: 100, wantServers: 2, wantRefused: BadVersion},
+		{name: "lower version", offer: memcachedWith(99, "10.0.0.1"), wantVersion: 100, wantServers: 2, wantRefused: VersionWentDown},
+		{name: "changed under the same version", offer: memcachedWith(100, "10.0.0.1", "10.0.0.3"), wantVersion: 100, wantServers: 2, wantRefused: ChangedSameVersion},
+		{name: "another Memcached", offer: other, wantVersion: 100, wantServers: 2, wantRefused: WrongObject},
+		{name: "another namespace", offer: elsewhere, wantVersion: 100, wantServers: 2, wantRefused: WrongObject},
+		{name: "scale-up", offer: memcachedWith(103, "10.0.0.1", "10.0.0.2", "10.0.0.4"), wantVersion: 103, wantServers: 3},
+		{name: "a hole keeps its place out of the list", offer: memcachedWith(104, "10.0.0.1", "", "10.0.0.4"), wantVersion: 104, wantServers: 2},
+		{name: "IPv6", offer: memcachedWith(105, "fd00::1"), wantVersion: 105, wantServers: 1},
+	}
+	var logs bytes.Buffer
+	rec := &recorder{}
+	p := New("cache", "shop", slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
+	for _, s := range steps {
+		before := rec.refused[s.wantRefused]
+		changed := p.Changed()
+		p.Offer("test", s.offer)
+		cur := p.Current()
+		switch {
+		case s.wantVersion == 0 && cur != nil:
+			t.Errorf("%s: serving version %d, want nothing", s.name, cur.Version)
+		case s.wantVersion != 0 && (cur == nil || cur.Version != s.wantVersion || len(cur.Nodes) != s.wantServers):
+			t.Errorf("%s: serving %+v, want version %d with %d servers", s.name, cur, s.wantVersion, s.wantServers)
+		}
+		if s.wantRefused != "" && rec.refused[s.wantRefused] != before+1 {
+			t.Errorf("%s: refusals %v, want one more %s", s.name, rec.refused, s.wantRefused)
+		}
+		published := false
+		select {
+		case <-changed:
+			published = true
+		default:
+		}
+		if wantPublished := s.wantRefused == "" && s.name != "same list again"; published != wantPublished {
+			t.Errorf("%s: Changed fired = %v, want %v", s.name, published, wantPublished)
+		}
+	}
+	if got, want := rec.published, []int64{100, 103, 104, 105}; !equal(got, want) {
+		t.Errorf("published versions %v, want %v", got, want)
+	}
+	cur := p.Current()
+	if got, want := string(cur.Answers.Config()), "CONFIG cluster 0 41\r\n105\nfd00--1.cache.shop.svc|fd00::1|11211\n\r\nEND\r\n"; got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+	// The hosts are the Pods' names in the headless Service cache.
+	if h := p.Current().Nodes[0].Host; h != "fd00--1.cache.shop.svc" {
+		t.Errorf("host %q", h)
+	}
+	if n := strings.Count(logs.String(), "server list refused"); n != 9 {
+		t.Errorf("%d refusals logged, want 9 (one per distinct problem: the first two are the same):\n%s", n, logs.String())
+	}
+}
+
+// TestPublisherLogsOnce checks that the same problem seen again is logged
+// once and counted each time, and that a new problem, or the same after a
+// good list, is logged again.
+func TestPublisherLogsOnce(t *testing.T) {
+	var logs bytes.Buffer
+	rec := &recorder{}
+	p := New("cache", "shop", slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
+	for range 3 {
+		p.Offer("watch", memcachedWith(5))
+	}
+	p.Refuse("file", errors.New("bad yaml"))
+	p.Refuse("file", errors.New("bad yaml"))
+	p.Offer("watch", memcachedWith(5, "10.0.0.1"))
+	p.Offer("watch", memcachedWith(6))
+	if got := strings.Count(logs.String(), "server list refused"); got != 3 {
+		t.Errorf("%d refusals logged, want 3:\n%s", got, logs.String())
+	}
+	if rec.refused[NoServers] != 4 || rec.refused[Unreadable] != 2 {
+		t.Errorf("refusals counted %v, want 4 no_servers and 2 unreadable", rec.refused)
+	}
+}
+
+// TestPublisherNamespaceFromObject checks that without a namespace given
+// the object's own names the hosts.
+func TestPublisherNamespaceFromObject(t *testing.T) {
+	p := New("cache", "", slog.New(slog.DiscardHandler), nil, time.Now)
+	p.Offer("file", memcachedWith(9, "10.0.0.1"))
+	if cur := p.Current(); cur == nil || cur.Nodes[0].Host != "10-0-0-1.cache.shop.svc" {
+		t.Fatalf("serving %+v, want a host in namespace shop", cur)
+	}
+	noNS := memcachedWith(10, "10.0.0.2")
+	noNS.Namespace = ""
+	p.Offer("file", noNS)
+	if cur := p.Current(); cur.Version != 9 {
+		t.Errorf("an object without a namespace was served")
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+)
+
+// metrics are the agent's Prometheus metrics, in a registry of their own
+// (never the global one), so that each run counts only its own.
+type metrics struct {
+	registry *prometheus.Registry
+
+	version      prometheus.Gauge
+	servers      prometheus.Gauge
+	published    prometheus.Gauge
+	refused      *prometheus.CounterVec
+	connsOpen    prometheus.Gauge
+	connsTotal   prometheus.Counter
+	connsRefused prometheus.Counter
+	commands     *prometheus.CounterVec
+	followErrors *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		registry: reg,
+		version: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_list_version",
+			Help: "Version of the server list served (status.slotTable.version); 0 before the first good list.",
+		}),
+		servers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_list_servers",
+			Help: "Servers in the list served.",
+		}),
+		published: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_list_published_timestamp_seconds",
+			Help: "Unix time at which the list served began to be served.",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_lists_refused_total",
+			Help: "Server lists seen and not served (the one served before stays), by reason.",
+		}, []string{"reason"}),
+		connsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_connections_open",
+			Help: "Client connections open now.",
+		}),
+		connsTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_connections_total",
+			Help: "Client connections accepted.",
+		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_connections_refused_total",
+			Help: "Client connections refused over --max-connections.",
+		}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_commands_total",
+			Help: "Command lines read, by kind (config_get_cluster, get, gets, version, quit, unknown, bad_format, http, too_long, store, unserved).",
+		}, []string{"kind"}),
+		followErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_follow_errors_total",
+			Help: "Failures to read the Memcached, by source: watch (a list or watch that failed, an expired watch included) or file.",
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every label value shows as 0 from the start, so that a rate over it
+	// is defined before the first event.
+	for _, r := range serverlist.Reasons {
+		m.refused.WithLabelValues(r)
+	}
+	for _, k := range protocol.Kinds() {
+		m.commands.WithLabelValues(k.String())
+	}
+	for _, s := range []string{"watch", "file"} {
+		m.followErrors.WithLabelValues(s)
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Published records a new list (serverlist.Observer).
+func (m *metrics) Published(s *serverlist.Snapshot) {
+	m.version.Set(float64(s.Version))
+	m.servers.Set(float64(len(s.Nodes)))
+	m.published.Set(float64(s.Published.UnixNano()) / 1e9)
+}
+
+// Refused counts a list refused (serverlist.Observer).
+func (m *metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
+
+// The protocol.Observer methods.
+func (m *metrics) ConnOpened()               { m.connsOpen.Inc(); m.connsTotal.Inc() }
+func (m *metrics) ConnClosed()               { m.connsOpen.Dec() }
+func (m *metrics) ConnRefused()              { m.connsRefused.Inc() }
+func (m *metrics) Command(k protocol.Kind)   { m.commands.WithLabelValues(k.String()).Inc() }
+func (m *metrics) followError(source string) { m.followErrors.WithLabelValues(source).Inc() }

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+)
+
+// version and commit say what was built; the Makefile and the Dockerfile
+// set them with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "devel"
+	commit  = "unknown"
+)
+
+// errVersion is --version: print the version instead of running.
+var errVersion = errors.New("version asked for")
+
+// serviceAccountNamespace is where a Pod finds its namespace.
+var serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// config is everything the flags set.
+type config struct {
+	memcached        string
+	namespace        string
+	kubeconfig       string
+	fromFile         string
+	filePollInterval time.Duration
+	listen           string
+	adminListen      string
+	tlsCertFile      string
+	tlsKeyFile       string
+	clientCAFile     string
+	tlsMinVersion    string
+	maxConnections   int
+	idleTimeout      time.Duration
+	shutdownDelay    time.Duration
+	shutdownTimeout  time.Duration
+	logLevel         slog.Level
+	logFormat        string
+}
+
+// parseFlags reads the command line. Every flag can also come from the
+// environment as MEMCACHED_AGENT_<FLAG> (upper case, dashes as
+// underscores); a flag on the command line wins.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
+	cfg := &config{}
+	if len(args) == 0 {
+		args = []string{"memcached-agent"}
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	printVersion := fs.Bool("version", false, "print the version and the commit it was built from, and exit")
+	fs.StringVar(&cfg.memcached, "memcached", "", "`name` of the Memcached whose servers to serve (required)")
+	fs.StringVar(&cfg.namespace, "namespace", "", "`namespace` of the Memcached (default: $POD_NAMESPACE, else the Pod's service account namespace; with --from-file, else the file's)")
+	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
+	fs.StringVar(&cfg.fromFile, "from-file", "", "follow the Memcached in this `file` (as kubectl get memcached NAME -o json or -o yaml prints it), re-read when it changes, instead of the API server")
+	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
+	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
+	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
+	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require every client to present a certificate signed by a CA in this PEM `file` (needs --tls-cert-file), as memcached with required client certificates does; reloaded when it changes")
+	fs.StringVar(&cfg.tlsMinVersion, "tls-min-version", "1.2", "lowest TLS `version` accepted: 1.2 or 1.3")
+	fs.IntVar(&cfg.maxConnections, "max-connections", 1024, "client connections open at once; past it a new one is answered memcached's \"ERROR Too many open connections\" and closed")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "close a client connection on which nothing came for this long (clients poll every minute or so); also bounds each write and TLS handshake")
+	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
+	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
+	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s --memcached NAME [flags]\n\nServes a Memcached's server list to clients that speak ElastiCache Auto Discovery.\nEvery flag may also be set as MEMCACHED_AGENT_<NAME> in the environment.\n\nFlags:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if *printVersion {
+		return nil, errVersion
+	}
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "MEMCACHED_AGENT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && envErr == nil && !onCommandLine[f.Name] {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	case cfg.memcached == "":
+		return nil, errors.New("--memcached is required: the name of the Memcached to serve")
+	case cfg.fromFile != "" && cfg.kubeconfig != "":
+		return nil, errors.New("--from-file and --kubeconfig are mutually exclusive: the list comes from one or the other")
+	case cfg.filePollInterval <= 0:
+		return nil, fmt.Errorf("--file-poll-interval must be positive, got %s", cfg.filePollInterval)
+	case (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == ""):
+		return nil, errors.New("--tls-cert-file and --tls-key-file go together")
+	case cfg.clientCAFile != "" && cfg.tlsCertFile == "":
+		return nil, errors.New("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
+	case cfg.tlsMinVersion != "1.2" && cfg.tlsMinVersion != "1.3":
+		return nil, fmt.Errorf("--tls-min-version must be 1.2 or 1.3, got %q", cfg.tlsMinVersion)
+	case cfg.maxConnections <= 0:
+		return nil, fmt.Errorf("--max-connections must be positive, got %d", cfg.maxConnections)
+	case cfg.idleTimeout <= 0:
+		return nil, fmt.Errorf("--idle-timeout must be positive, got %s", cfg.idleTimeout)
+	case cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0:
+		return nil, errors.New("--shutdown-delay and --shutdown-timeout must not be negative")
+	case cfg.logFormat != "json" && cfg.logFormat != "text":
+		return nil, fmt.Errorf("--log-format must be json or text, got %q", cfg.logFormat)
+	}
+	if cfg.namespace == "" {
+		cfg.namespace = getenv("POD_NAMESPACE")
+	}
+	if cfg.namespace == "" {
+		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+			cfg.namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if cfg.namespace == "" && cfg.fromFile == "" {
+		return nil, fmt.Errorf("no namespace: set --namespace or POD_NAMESPACE (outside a Pod, %s does not exist)", serviceAccountNamespace)
+	}
+	return cfg, nil
+}
+
+// run is the whole program: it parses the flags, listens, follows the
+// Memcached and serves its list until ctx ends, then shuts down
+// gracefully. It returns nil after a clean shutdown.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintf(stdout, "memcached-agent %s (commit %s, %s)\n", version, commit, runtime.Version())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	opts := &slog.HandlerOptions{Level: cfg.logLevel}
+	var handler slog.Handler = slog.NewJSONHandler(stdout, opts)
+	if cfg.logFormat == "text" {
+		handler = slog.NewTextHandler(stdout, opts)
+	}
+	logger := slog.New(handler)
+
+	m := newMetrics()
+	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
+
+	var tlsConfig *tls.Config
+	if cfg.tlsCertFile != "" {
+		minVersion := uint16(tls.VersionTLS12)
+		if cfg.tlsMinVersion == "1.3" {
+			minVersion = tls.VersionTLS13
+		}
+		if tlsConfig, err = newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile, minVersion); err != nil {
+			return err
+		}
+	}
+
+	// The follower is set up before anything listens, so that a
+	// configuration that cannot reach the API server fails at once.
+	var restConfig *rest.Config
+	if cfg.fromFile == "" {
+		if cfg.kubeconfig != "" {
+			restConfig, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+		} else {
+			restConfig, err = rest.InClusterConfig()
+		}
+		if err != nil {
+			return fmt.Errorf("reaching the API server (--kubeconfig, or in a Pod its service account; --from-file needs neither): %w", err)
+		}
+		restConfig.UserAgent = "memcached-agent/" + version
+		// client-go logs through klog: send it to the same log.
+		klog.SetSlogLogger(logger)
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	adminLn, err := net.Listen("tcp", cfg.adminListen)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	var shuttingDown atomic.Bool
+	endpoint := &protocol.Server{
+		List: func() *protocol.Answers {
+			if s := pub.Current(); s != nil {
+				return s.Answers
+			}
+			return nil
+		},
+		MaxConnections: cfg.maxConnections,
+		IdleTimeout:    cfg.idleTimeout,
+		TLS:            tlsConfig,
+		Logger:         logger,
+		Observer:       m,
+	}
+	admin := &http.Server{
+		Handler:           adminHandler(pub, &shuttingDown, m),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
+	}
+
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- endpoint.Serve(ln) }()
+	go func() { serveErr <- admin.Serve(adminLn) }()
+
+	followCtx, stopFollowing := context.WithCancel(context.Background())
+	var following sync.WaitGroup
+	following.Add(1)
+	go func() {
+		defer following.Done()
+		if cfg.fromFile != "" {
+			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, pub, m.followError, logger)
+			return
+		}
+		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, pub, m.followError, logger); err != nil {
+			serveErr <- fmt.Errorf("following the Memcached: %w", err)
+		}
+	}()
+	defer func() {
+		stopFollowing()
+		following.Wait()
+	}()
+
+	source := "watch"
+	if cfg.fromFile != "" {
+		source = "file " + cfg.fromFile
+	}
+	logger.Info("listening", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
+		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String())
+
+	select {
+	case err := <-serveErr:
+		ln.Close()
+		adminLn.Close()
+		return err
+	case <-ctx.Done():
+	}
+
+	// From now on /readyz fails, so that the Service sends new clients to
+	// another agent, while this one still answers.
+	shuttingDown.Store(true)
+	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
+	select {
+	case <-time.After(cfg.shutdownDelay):
+	case err := <-serveErr:
+		return err
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	endpointErr := endpoint.Shutdown(shutdownCtx)
+	adminErr := admin.Shutdown(shutdownCtx)
+	if err := errors.Join(endpointErr, adminErr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// adminHandler serves /healthz (200 while the process runs), /readyz (200
+// once a list is served and until shutdown begins) and /metrics.
+func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+	mux := http.NewServeMux()
+	text := func(w http.ResponseWriter, status int, msg string) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		io.WriteString(w, msg+"\n")
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { text(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		switch cur := pub.Current(); {
+		case shuttingDown.Load():
+			text(w, http.StatusServiceUnavailable, "shutting down")
+		case cur == nil:
+			text(w, http.StatusServiceUnavailable, "no server list yet")
+		default:
+			text(w, http.StatusOK, fmt.Sprintf("ok: version %d, %d servers", cur.Version, len(cur.Nodes)))
+		}
+	})
+	mux.Handle("GET /metrics", m.handler())
+	return mux
+}
