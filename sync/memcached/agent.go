@@ -242,6 +242,10 @@ func agentDeployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts O
 							// Lets the Go runtime collect harder before the
 							// limit: 90% of it.
 							{Name: "GOMEMLIMIT", Value: strconv.FormatInt(resources.Limits.Memory().Value()*9/10, 10)},
+							// Who it is, for the lock it takes on a leaving
+							// memcached and the events it writes.
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 						},
 						Ports: []corev1.ContainerPort{
 							{Name: "discovery", ContainerPort: DiscoveryPort, Protocol: corev1.ProtocolTCP},
