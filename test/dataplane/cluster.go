@@ -1,0 +1,165 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// Pod is a memcached Pod as the hook sees it.
+type Pod struct {
+	Name string
+	IP   string
+	// Ready is its Ready condition; Leaving, that it is terminating.
+	Ready, Leaving bool
+}
+
+// Cluster is a Memcached and its Pods, with the status the hook's own
+// logic answers for them: Sync runs memcached.Sync on the request
+// Metacontroller would send, the previous status included, as a real sync
+// does. The agent follows what WriteFile writes (--from-file).
+type Cluster struct {
+	Name, Namespace string
+	// Spec is the Memcached's spec, as JSON.
+	Spec string
+	Pods []Pod
+	// Children are more observed children, as objects (the agent's
+	// ConfigMap with its reports, say).
+	Children []any
+
+	status v1alpha1.MemcachedStatus
+	now    time.Time
+}
+
+// Status is the status the last Sync answered.
+func (c *Cluster) Status() v1alpha1.MemcachedStatus { return c.status }
+
+// SetStatus replaces the status the next Sync starts from (to wipe it, as
+// a restore from a backup without status does).
+func (c *Cluster) SetStatus(s v1alpha1.MemcachedStatus) { c.status = s }
+
+// Sync answers a sync for the Cluster as it is now, a second later than
+// the last, and keeps the status.
+func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
+	t.Helper()
+	if c.now.IsZero() {
+		c.now = time.Now().Truncate(time.Second)
+	}
+	c.now = c.now.Add(time.Second)
+	pods := map[string]any{}
+	for _, p := range c.Pods {
+		meta := map[string]any{
+			"name":      p.Name,
+			"namespace": c.Namespace,
+			"labels":    memcached.SelectorLabels(c.Name),
+		}
+		if p.Leaving {
+			meta["deletionTimestamp"] = c.now.UTC().Format(time.RFC3339)
+		}
+		ready := "False"
+		if p.Ready {
+			ready = "True"
+		}
+		pods[c.Namespace+"/"+p.Name] = map[string]any{
+			"metadata": meta,
+			"status": map[string]any{
+				"phase":      "Running",
+				"podIP":      p.IP,
+				"conditions": []any{map[string]any{"type": "Ready", "status": ready}},
+			},
+		}
+	}
+	children := map[string]map[string]any{}
+	for _, k := range testutil.ManagedKinds {
+		children[k] = map[string]any{}
+	}
+	for _, o := range c.Children {
+		obj := testutil.DecodeObject(t, testutil.MustMarshal(t, o))
+		key := testutil.GetString(obj, "kind") + "." + testutil.GetString(obj, "apiVersion")
+		children[key][c.Namespace+"/"+testutil.GetString(obj, "metadata", "name")] = obj
+	}
+	body := testutil.MustMarshal(t, map[string]any{
+		"controller": map[string]any{},
+		"parent":     c.object(t),
+		"children":   children,
+		"related":    map[string]any{metacontroller.PodKey: pods},
+	})
+	req, err := metacontroller.DecodeSyncRequest(body)
+	if err != nil {
+		t.Fatalf("dataplane: decoding the sync request: %v", err)
+	}
+	a, err := memcached.Sync(req, c.now, memcached.Options{AgentImage: "memcached-hook:test"})
+	if err != nil {
+		t.Fatalf("dataplane: the hook: %v", err)
+	}
+	c.status = *a.Response.Status
+	return c.status
+}
+
+// object is the Memcached as the API server would hold it.
+func (c *Cluster) object(t testing.TB) map[string]any {
+	t.Helper()
+	spec := c.Spec
+	if spec == "" {
+		spec = "{}"
+	}
+	return map[string]any{
+		"apiVersion": v1alpha1.APIVersion,
+		"kind":       v1alpha1.Kind,
+		"metadata": map[string]any{
+			"name":       c.Name,
+			"namespace":  c.Namespace,
+			"uid":        "6d1c2f0e-0000-4000-8000-000000000018",
+			"generation": 1,
+		},
+		"spec":   json.RawMessage(spec),
+		"status": c.status,
+	}
+}
+
+// WriteFile writes the Memcached, with the last status, as `kubectl get
+// -o json` prints it, atomically (a temporary file renamed into place), as
+// a user rendering the status for --from-file would.
+func (c *Cluster) WriteFile(t testing.TB, path string) {
+	t.Helper()
+	b, err := json.MarshalIndent(c.object(t), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Set changes the named Pod.
+func (c *Cluster) Set(t testing.TB, name string, change func(p *Pod)) {
+	t.Helper()
+	for i := range c.Pods {
+		if c.Pods[i].Name == name {
+			change(&c.Pods[i])
+			return
+		}
+	}
+	t.Fatalf("dataplane: no Pod %s", name)
+}
+
+// Remove deletes the named Pod, as once it is gone.
+func (c *Cluster) Remove(name string) {
+	for i := range c.Pods {
+		if c.Pods[i].Name == name {
+			c.Pods = append(c.Pods[:i], c.Pods[i+1:]...)
+			return
+		}
+	}
+}

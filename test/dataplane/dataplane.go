@@ -1,0 +1,447 @@
+// Package dataplane runs the operator's data plane on this machine for the
+// tests of the agent, the proxy and hand-offs: real memcached 1.6.45
+// processes standing in for Pods, each on an address of its own on
+// memcached's port (a loopback alias, 127.x.y.z:11211, as a Pod IP would
+// be), the Memcached's status as the hook answers it for those Pods
+// (Cluster runs the hook's own logic), the agent built from this checkout,
+// and a real client from the npm registry.
+//
+// Programs come from the environment make test sets: MEMCACHED_BIN
+// (memcached 1.6.45) and NPM_CLIENTS_DIR (the npm clients). A missing one
+// skips the test naming it, or fails it when CI is set.
+package dataplane
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// Environment variables naming the programs.
+const (
+	EnvMemcached  = "MEMCACHED_BIN"
+	EnvNPMClients = "NPM_CLIENTS_DIR"
+)
+
+// Port is memcached's, on every Pod.
+const Port = 11211
+
+// require returns the path the environment variable names, skipping t
+// (failing it under CI) when it is unset or names nothing.
+func require(t testing.TB, env, what string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	problem := ""
+	if path == "" {
+		problem = env + " is not set"
+	} else if _, err := os.Stat(path); err != nil {
+		problem = fmt.Sprintf("%s=%s: %v", env, path, err)
+	}
+	if problem == "" {
+		return path
+	}
+	msg := fmt.Sprintf("dataplane: no %s: %s; run `make test` (make test-tools builds it)", what, problem)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so this is an error)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Memcached is a memcached process standing in for a Pod.
+type Memcached struct {
+	IP   string
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// StartMemcached starts memcached on ip:11211 with args (beside -p and
+// -l), waits until it answers, and stops it when the test ends.
+func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
+	t.Helper()
+	bin := require(t, EnvMemcached, "memcached")
+	argv := append([]string{"-p", fmt.Sprint(Port), "-l", ip, "-U", "0"}, args...)
+	if os.Geteuid() == 0 {
+		argv = append(argv, "-u", "nobody")
+	}
+	m := &Memcached{IP: ip, out: &lockedBuffer{}, done: make(chan struct{})}
+	m.cmd = exec.Command(bin, argv...)
+	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
+	m.cmd.SysProcAttr = sysProcAttr()
+	if err := m.cmd.Start(); err != nil {
+		t.Fatalf("dataplane: starting memcached on %s: %v", ip, err)
+	}
+	go func() { _ = m.cmd.Wait(); close(m.done) }()
+	t.Cleanup(m.Kill)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", m.Addr(), time.Second); err == nil {
+			c.Close()
+			return m
+		}
+		select {
+		case <-m.done:
+			t.Fatalf("dataplane: memcached on %s exited: %s", ip, m.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dataplane: memcached on %s does not answer: %s", ip, m.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Addr is the Pod's ip:11211.
+func (m *Memcached) Addr() string { return net.JoinHostPort(m.IP, fmt.Sprint(Port)) }
+
+// Kill ends memcached at once, as a Pod lost without grace.
+func (m *Memcached) Kill() {
+	if m.cmd.Process != nil {
+		_ = m.cmd.Process.Kill()
+	}
+	<-m.done
+}
+
+// Running tells whether the process still runs.
+func (m *Memcached) Running() bool {
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Keys returns how many of keys this memcached holds, asked directly.
+func (m *Memcached) Keys(t testing.TB, keys []string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", m.Addr(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dataplane: %s: %v", m.Addr(), err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	r := bufio.NewReader(c)
+	held := 0
+	for _, k := range keys {
+		if _, err := fmt.Fprintf(c, "mg %s\r\n", k); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("dataplane: %s: %v", m.Addr(), err)
+		}
+		if strings.HasPrefix(line, "HD") {
+			held++
+		}
+	}
+	return held
+}
+
+// Agent is memcached-agent built from this checkout, running.
+type Agent struct {
+	// Addr is the configuration endpoint's address, Admin the admin
+	// server's.
+	Addr, Admin string
+	cmd         *exec.Cmd
+	out         *lockedBuffer
+	done        chan struct{}
+}
+
+var agentBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// agentBinary builds cmd/memcached-agent once per test binary.
+func agentBinary(t testing.TB) string {
+	t.Helper()
+	agentBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "memcached-agent-")
+		if err != nil {
+			agentBuild.err = err
+			return
+		}
+		agentBuild.path = filepath.Join(dir, "memcached-agent")
+		out, err := exec.Command("go", "build", "-o", agentBuild.path, filepath.Join(testutil.Root(), "cmd", "memcached-agent")).CombinedOutput()
+		if err != nil {
+			agentBuild.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if agentBuild.err != nil {
+		t.Fatalf("dataplane: building the agent: %v", agentBuild.err)
+	}
+	return agentBuild.path
+}
+
+// StartAgent runs the agent with args (beside --admin-listen and
+// --log-format) and returns once it listens; it stops it when the test
+// ends, and prints its log if the test failed.
+func StartAgent(t testing.TB, args ...string) *Agent {
+	t.Helper()
+	a := &Agent{out: &lockedBuffer{}, done: make(chan struct{})}
+	a.cmd = exec.Command(agentBinary(t), append([]string{"--admin-listen=127.0.0.1:0", "--log-format=json"}, args...)...)
+	a.cmd.Stderr = a.out
+	stdout, err := a.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cmd.SysProcAttr = sysProcAttr()
+	if err := a.cmd.Start(); err != nil {
+		t.Fatalf("dataplane: starting the agent: %v", err)
+	}
+	listening := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Bytes()
+			a.out.Write(append(line, '\n'))
+			var l struct {
+				Msg          string `json:"msg"`
+				Address      string `json:"address"`
+				AdminAddress string `json:"admin_address"`
+			}
+			if json.Unmarshal(line, &l) == nil && l.Msg == "listening" {
+				a.Addr, a.Admin = l.Address, l.AdminAddress
+				once.Do(func() { close(listening) })
+			}
+		}
+	}()
+	go func() { _ = a.cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			t.Logf("dataplane: the agent's log:\n%s", a.out.String())
+		}
+	})
+	select {
+	case <-listening:
+	case <-a.done:
+		t.Fatalf("dataplane: the agent exited: %s", a.out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("dataplane: the agent does not listen: %s", a.out.String())
+	}
+	return a
+}
+
+// Stop ends the agent with SIGTERM, as kubelet does, and waits.
+func (a *Agent) Stop() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(terminate)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// PID is the agent's process ID.
+func (a *Agent) PID() int { return a.cmd.Process.Pid }
+
+// Log is what the agent logged so far.
+func (a *Agent) Log() string { return a.out.String() }
+
+// ConfigGetCluster asks an endpoint for its list, as clients do.
+func ConfigGetCluster(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "config get cluster\r\n"); err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		b.WriteString(line)
+		if err != nil {
+			return b.String(), err
+		}
+		if line == "END\r\n" || strings.HasPrefix(line, "SERVER_ERROR") || strings.HasPrefix(line, "ERROR") {
+			return b.String(), nil
+		}
+	}
+}
+
+// NodeClient is the npm memcache client, driven over its standard input
+// (test/clients/node/client.mjs).
+type NodeClient struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	events chan map[string]any
+	out    *lockedBuffer
+}
+
+// StartNodeClient runs client.mjs with args ("discover", endpoint, poll
+// ms; or "nodes", list).
+func StartNodeClient(t testing.TB, args ...string) *NodeClient {
+	t.Helper()
+	dir := require(t, EnvNPMClients, "npm clients")
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("dataplane: no node on PATH (CI is set, so this is an error)")
+		}
+		t.Skip("dataplane: no node on PATH")
+	}
+	// An ES module resolves its imports from its own directory: the
+	// script runs from beside node_modules.
+	src, err := os.ReadFile(filepath.Join(testutil.Root(), "test", "clients", "node", "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, fmt.Sprintf("client-%d.mjs", os.Getpid()))
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(script) })
+	c := &NodeClient{events: make(chan map[string]any, 1024), out: &lockedBuffer{}}
+	c.cmd = exec.Command(node, append([]string{script}, args...)...)
+	c.cmd.Dir = dir
+	c.cmd.Stderr = c.out
+	c.cmd.SysProcAttr = sysProcAttr()
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			c.out.Write(append(sc.Bytes(), '\n'))
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				c.events <- m
+			}
+		}
+		close(c.events)
+	}()
+	t.Cleanup(func() {
+		_, _ = io.WriteString(c.in, `{"op":"quit"}`+"\n")
+		done := make(chan struct{})
+		go func() { _ = c.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = c.cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("dataplane: the node client's output:\n%s", c.out.String())
+		}
+	})
+	return c
+}
+
+// PID is the client's process ID.
+func (c *NodeClient) PID() int { return c.cmd.Process.Pid }
+
+// Do sends a command and returns its answer (the next line with its op),
+// keeping the events it reads meanwhile for Next.
+func (c *NodeClient) Do(t testing.TB, cmd map[string]any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(cmd)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		t.Fatalf("dataplane: node client: %v", err)
+	}
+	timeout := time.After(2 * time.Minute)
+	var skipped []map[string]any
+	defer func() {
+		for _, e := range skipped {
+			c.events <- e
+		}
+	}()
+	for {
+		select {
+		case m, ok := <-c.events:
+			if !ok {
+				t.Fatalf("dataplane: the node client exited: %s", c.out.String())
+			}
+			if m["op"] == cmd["op"] {
+				return m
+			}
+			skipped = append(skipped, m)
+		case <-timeout:
+			t.Fatalf("dataplane: no answer to %s from the node client: %s", b, c.out.String())
+		}
+	}
+}
+
+// Next returns the next event for which match holds, waiting up to
+// timeout; other events are dropped.
+func (c *NodeClient) Next(t testing.TB, timeout time.Duration, match func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case m, ok := <-c.events:
+			if !ok {
+				t.Fatalf("dataplane: the node client exited: %s", c.out.String())
+			}
+			if match(m) {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("dataplane: no matching event from the node client within %s: %s", timeout, c.out.String())
+		}
+	}
+}
+
+// WaitFor polls f every 20 ms until it holds or timeout passes.
+func WaitFor(timeout time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// lockedBuffer is a buffer several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
