@@ -67,7 +67,7 @@ func up(ctx context.Context, d stateDir, root string, getenv func(string) string
 		return nil
 	}
 	if _, err := kube.ProgramsFromEnv(getenv, playground.Options); err != nil {
-		return fmt.Errorf("%v\n(make up builds them and sets the variables: run it rather than this command)", err)
+		return fmt.Errorf("%v\n(make up builds what it can and sets the variables: run it, and read what it says it could not build)", err)
 	}
 	if procs, err := d.processes(); err != nil {
 		return err
