@@ -1,4 +1,6 @@
 # make run   serves the hook on 127.0.0.1:8080 (no cluster needed)
+# make up    starts the operator on a local control plane on 127.0.0.1, in
+#            the background (fake Nodes: no container runs); make down stops it
 # make test  runs every test: unit, HTTP, generated files, the integration
 #            suite against a real kube-apiserver, real memcached running the
 #            Pods the hook answers, and the end-to-end suite behind a real
@@ -61,6 +63,30 @@ FUZZTIME ?= 10m
 .PHONY: e2e
 e2e: test-tools ## only the end-to-end suite: a real control plane, kwok Nodes, Metacontroller and the hook (test/e2e)
 	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 -v ./test/e2e
+
+# ---- make up / make down: the local playground (test/playground) -----------
+# make up builds what it needs (the tools make test builds, the command
+# below, and the hook from this checkout), starts etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok with three fake Nodes,
+# Metacontroller and the hook on 127.0.0.1 in the background, installs
+# manifests/ as the end-to-end suite does (the same code), and prints as its
+# last line the one to copy: export KUBECONFIG=... PATH=...:$PATH. Already
+# up, it prints that line and changes nothing. make down stops all of it,
+# waits until no process is left and no port listens, and removes UP_DIR.
+
+UP_DIR ?= $(CACHE)/up
+UP_DIR_ABS = $(abspath $(UP_DIR))
+UP_TOOLS := $(TOOLS_BINS) $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN)
+
+.PHONY: up
+up: $(UP_TOOLS) metacontroller ## run the operator locally in the background: control plane, fake Nodes (no container runs), Metacontroller, the hook, on 127.0.0.1 (UP_DIR=.cache/up)
+	@mkdir -p $(UP_DIR_ABS)
+	@$(GO) build -o $(UP_DIR_ABS)/playground ./test/playground/cmd/playground
+	@$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(UP_DIR_ABS)/playground up --dir=$(UP_DIR_ABS) --root=$(CURDIR)
+
+.PHONY: down
+down: ## stop everything make up started, wait until nothing listens, remove UP_DIR
+	@$(GO) run ./test/playground/cmd/playground down --dir=$(UP_DIR_ABS)
 
 .PHONY: fuzz
 fuzz: ## fuzz request decoding, sync, the HTTP handler, the agent's protocol and file decoding (FUZZTIME=10m each)

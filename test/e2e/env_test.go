@@ -1,63 +1,37 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/playground"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
 // env is the system every scenario runs against: one control plane for the
-// package, the hook, and the operator installed from manifests/.
+// package, the hook, and the operator installed from manifests/, started by
+// test/playground as make up starts it.
 type env struct {
+	sys  *playground.System
 	c    *kube.Cluster
-	hook *hook
+	hook *playground.Hook
 	// dir holds the hook's binary and log and the install overlays.
 	dir string
 }
 
-// The fake Nodes: three zones, every Node a cache Node for the placement
-// example, and fake-2 reserved for Pods that tolerate dedicated=cache (the
-// placement example's hard zone spread can only be met by putting one of
-// its Pods there).
-var nodes = []kube.Node{
-	{Name: "fake-0", Labels: nodeLabels("zone-a", "m7i.large")},
-	{Name: "fake-1", Labels: nodeLabels("zone-b", "m7i.xlarge")},
-	{Name: "fake-2", Labels: nodeLabels("zone-c", "m7i.large"),
-		Taints: []kube.Taint{{Key: "dedicated", Value: "cache", Effect: "NoSchedule"}}},
-}
-
-// nodeLabels are the labels a cloud Node of the placement example's kind
-// would carry.
-func nodeLabels(zone, instanceType string) map[string]string {
-	return map[string]string{
-		"topology.kubernetes.io/region":    "e2e",
-		"topology.kubernetes.io/zone":      zone,
-		"node.kubernetes.io/instance-type": instanceType,
-		"node-role.example.com/cache":      "true",
-	}
-}
-
 // Paths, relative to this package's directory.
 const (
-	// metacontrollerCRDs are Metacontroller's own CRDs, as its project
-	// publishes them (the integration suite's copy).
-	metacontrollerCRDs = "../integration/testdata/metacontroller-crds-v1.yaml"
-	manifestsDir       = "../../manifests"
-	serviceMonitorDir  = "../../manifests/overlays/servicemonitor"
-	examplesGlob       = "../../examples/*.yaml"
+	manifestsDir      = "../../manifests"
+	serviceMonitorDir = "../../manifests/overlays/servicemonitor"
+	examplesGlob      = "../../examples/*.yaml"
 )
 
 // compositeController is the name of the operator's CompositeController.
@@ -105,188 +79,33 @@ func system(t *testing.T) *env {
 	return sharedEnv.env
 }
 
-// options are the control plane's, but for Setup.
-var options = kube.Options{
-	Controllers:    true,
-	Nodes:          nodes,
-	Metacontroller: true,
-	// Metacontroller's API client allows 5 requests a second (burst 10)
-	// by default. Every scenario creates Memcacheds at once, and at that
-	// rate the figures measured Metacontroller's throttle (create to
-	// ready 15 s instead of 3 s), not the operator.
-	MetacontrollerArgs: []string{"--client-go-qps=50", "--client-go-burst=100"},
-}
-
 // startEnv does system's work, setting sharedEnv.env as soon as there is
 // a hook for stopEnv to stop. The caller holds sharedEnv.mu.
 func startEnv(t *testing.T) error {
-	kube.RequirePrograms(t, options)
+	kube.RequirePrograms(t, playground.Options)
 	dir, err := os.MkdirTemp("", "e2e-")
 	if err != nil {
 		return err
 	}
-	e := &env{dir: dir, hook: &hook{logPath: filepath.Join(dir, "hook.log")}}
+	sys, opts, err := playground.Prepare(context.Background(), playground.Config{Root: testutil.Root(), Dir: dir, Race: raceEnabled})
+	if err != nil {
+		return err
+	}
+	e := &env{sys: sys, hook: sys.Hook, dir: dir}
 	sharedEnv.env = e
-	hookReady := make(chan error, 1)
-	go func() {
-		bin, err := buildHook(dir)
-		if err == nil {
-			e.hook.bin = bin
-			err = e.hook.start("127.0.0.1:0")
-		}
-		hookReady <- err
-	}()
-	var hookErr error
-	hookWaited := false
-	opts := options
-	opts.Setup = func(c *kube.Cluster) error {
-		if !hookWaited {
-			hookErr, hookWaited = <-hookReady, true
-		}
-		if hookErr != nil {
-			return hookErr
-		}
-		return install(c, e.hook.url(), dir)
-	}
 	e.c = kube.SharedWith(t, opts)
-	if err := e.checkHookURLs(); err != nil {
+	sys.Cluster = e.c
+	if err := sys.Check(); err != nil {
 		return err
 	}
-	t.Logf("e2e: hook %s (log %s); Metacontroller metrics %s", e.hook.url(), e.hook.logPath, e.c.MetacontrollerMetricsURL())
-	return nil
-}
-
-// install installs, before any controller runs: Metacontroller's CRDs, a
-// stand-in for the ServiceMonitor CRD, and the operator as a user would,
-// kubectl apply -k manifests/, through an overlay that only points the
-// CompositeController's hooks at the hook on loopback.
-func install(c *kube.Cluster, hookURL, dir string) error {
-	if _, stderr, err := c.Kubectl("apply", "--server-side", "-f", metacontrollerCRDs); err != nil {
-		return fmt.Errorf("applying Metacontroller's CRDs: %v: %s", err, stderr)
-	}
-	if _, stderr, err := c.KubectlStdin([]byte(testutil.ServiceMonitorCRD), "apply", "-f", "-"); err != nil {
-		return fmt.Errorf("applying the ServiceMonitor CRD: %v: %s", err, stderr)
-	}
-	if _, stderr, err := c.Kubectl("wait", "--for=condition=established", "--timeout=60s",
-		"crd/compositecontrollers.metacontroller.k8s.io", "crd/controllerrevisions.metacontroller.k8s.io",
-		"crd/servicemonitors.monitoring.coreos.com"); err != nil {
-		return fmt.Errorf("waiting for the CRDs: %v: %s", err, stderr)
-	}
-	if err := applyInstall(c, manifestsDir, hookURL, dir); err != nil {
-		return err
-	}
-	if _, stderr, err := c.Kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/memcacheds.cache.example.com"); err != nil {
-		return fmt.Errorf("waiting for the Memcached CRD: %v: %s", err, stderr)
-	}
-	return nil
-}
-
-// applyInstall runs kubectl apply -k on an overlay of target (manifests/
-// or one of its overlays) that replaces each hook's Service reference in
-// the CompositeController with a URL on the loopback hook, keeping the
-// rest (timeout, version) as the manifests say. The overlay is written
-// from the rendered target, so a hook added to the manifests is pointed at
-// the loopback hook too.
-func applyInstall(c *kube.Cluster, target, hookURL, dir string) error {
-	rendered, stderr, err := c.Kubectl("kustomize", target)
-	if err != nil {
-		return fmt.Errorf("kubectl kustomize %s: %v: %s", target, err, stderr)
-	}
-	var patches []map[string]any
-	for doc := range strings.SplitSeq(rendered, "\n---\n") {
-		var obj struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Hooks map[string]struct {
-					Webhook struct {
-						Service map[string]any `json:"service"`
-						Path    string         `json:"path"`
-					} `json:"webhook"`
-				} `json:"hooks"`
-			} `json:"spec"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			return fmt.Errorf("decoding %s as rendered: %v", target, err)
-		}
-		if obj.Kind != "CompositeController" {
-			continue
-		}
-		var ops []map[string]any
-		for _, name := range slices.Sorted(maps.Keys(obj.Spec.Hooks)) {
-			h := obj.Spec.Hooks[name]
-			if h.Webhook.Service == nil {
-				continue
-			}
-			base := "/spec/hooks/" + name + "/webhook"
-			ops = append(ops,
-				map[string]any{"op": "remove", "path": base + "/service"},
-				map[string]any{"op": "remove", "path": base + "/path"},
-				map[string]any{"op": "add", "path": base + "/url", "value": hookURL + h.Webhook.Path},
-			)
-		}
-		patch, err := yaml.Marshal(ops)
-		if err != nil {
-			return err
-		}
-		patches = append(patches, map[string]any{
-			"target": map[string]any{"group": "metacontroller.k8s.io", "kind": "CompositeController", "name": obj.Metadata.Name},
-			"patch":  string(patch),
-		})
-	}
-	if len(patches) == 0 {
-		return fmt.Errorf("%s renders no CompositeController", target)
-	}
-	overlay := filepath.Join(dir, "install", filepath.Base(target))
-	if err := os.MkdirAll(overlay, 0o700); err != nil {
-		return err
-	}
-	abs, err := filepath.Abs(target)
-	if err != nil {
-		return err
-	}
-	// kustomize takes other kustomizations by relative path only.
-	rel, err := filepath.Rel(overlay, abs)
-	if err != nil {
-		return err
-	}
-	kustomization, err := yaml.Marshal(map[string]any{
-		"apiVersion": "kustomize.config.k8s.io/v1beta1",
-		"kind":       "Kustomization",
-		"resources":  []string{rel},
-		"patches":    patches,
-	})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), kustomization, 0o600); err != nil {
-		return err
-	}
-	if stdout, stderr, err := c.Kubectl("apply", "-k", overlay); err != nil {
-		return fmt.Errorf("kubectl apply -k %s (over %s): %v\n%s%s", overlay, target, err, stdout, stderr)
-	}
+	t.Logf("e2e: hook %s (log %s); Metacontroller metrics %s", e.hook.URL(), e.hook.LogPath(), e.c.MetacontrollerMetricsURL())
 	return nil
 }
 
 // checkHookURLs fails unless every hook of the live CompositeController
-// calls the loopback hook: a hook still naming the in-cluster Service
-// would fail every call, and the scenarios would fail far from the cause.
+// calls the loopback hook.
 func (e *env) checkHookURLs() error {
-	cc, err := e.compositeController()
-	if err != nil {
-		return err
-	}
-	if len(cc.Spec.Hooks) == 0 {
-		return errors.New("the CompositeController has no hooks")
-	}
-	for name, h := range cc.Spec.Hooks {
-		if !strings.HasPrefix(h.Webhook.URL, e.hook.url()+"/") || h.Webhook.Service != nil {
-			return fmt.Errorf("the CompositeController's %s hook calls url %q service %v, want %s/...", name, h.Webhook.URL, h.Webhook.Service, e.hook.url())
-		}
-	}
-	return nil
+	return playground.CheckHookURLs(e.c, e.hook.URL())
 }
 
 // compositeControllerSpec is the part of the live CompositeController the
@@ -400,7 +219,7 @@ func stopEnv(failed bool) error {
 	if e == nil {
 		return nil
 	}
-	err := e.hook.stop()
+	err := e.sys.StopHook()
 	switch {
 	case err != nil:
 		err = fmt.Errorf("%w (files kept in %s)", err, e.dir)

@@ -72,7 +72,7 @@ func (e *env) newScenario(t *testing.T, name string) *scenario {
 			stdout, stderr, _ := e.c.Kubectl(append(args, "-n", ns)...)
 			t.Logf("kubectl %s -n %s:\n%s%s", strings.Join(args, " "), ns, stdout, stderr)
 		}
-		t.Logf("hook calls for namespace %s (%s):\n%s", ns, e.hook.logPath, e.hook.logLinesFor(ns))
+		t.Logf("hook calls for namespace %s (%s):\n%s", ns, e.hook.LogPath(), e.hook.LogLinesFor(ns))
 		t.Logf("Metacontroller's log lines naming %s (%s):\n%s", ns, e.c.LogPath("metacontroller"), grepTail(e.c.LogPath("metacontroller"), ns, 60))
 	})
 	return s

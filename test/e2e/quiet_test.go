@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/memcached-operator/test/playground"
 )
 
 // steadyWindow is how long the steady state is watched. A status or child
@@ -107,17 +109,17 @@ func testHookOutage(s *scenario) {
 	uid := string(obs.mc.Metadata.UID)
 	before := s.stableChildren(uid)
 	victim := obs.pods[0].Name
-	addr := s.hook.address()
+	addr := s.hook.Address()
 	calls := s.metacontrollerCalls(s.t)
 
-	if err := s.hook.stop(); err != nil {
+	if err := s.hook.Stop(); err != nil {
 		s.t.Fatal(err)
 	}
 	down := time.Now()
 	s.t.Cleanup(func() {
 		// Leave the hook running for the tests after this one.
 		if !s.hookRunning() {
-			if err := s.hook.start(addr); err != nil {
+			if err := s.hook.Start(addr); err != nil {
 				s.t.Errorf("restarting the hook: %v", err)
 			}
 		}
@@ -170,7 +172,7 @@ func testHookOutage(s *scenario) {
 		s.t.Errorf("with the hook down Metacontroller counted answered sync calls %v, want none", d)
 	}
 
-	if err := s.hook.start(addr); err != nil {
+	if err := s.hook.Start(addr); err != nil {
 		s.t.Fatalf("starting the hook again on %s: %v", addr, err)
 	}
 	back := time.Now()
@@ -192,11 +194,7 @@ func testHookOutage(s *scenario) {
 }
 
 // hookRunning tells whether the hook process runs.
-func (s *scenario) hookRunning() bool {
-	s.hook.mu.Lock()
-	defer s.hook.mu.Unlock()
-	return s.hook.cmd != nil
-}
+func (s *scenario) hookRunning() bool { return s.hook.Running() }
 
 // memcachedCRD is the operator's CRD's name.
 const memcachedCRD = "crd/memcacheds.cache.example.com"
@@ -293,11 +291,11 @@ func stripForReplace(s *scenario, objJSON string) []byte {
 // deleting it removes the ServiceMonitor too. The base install is put back
 // afterwards.
 func testServiceMonitorOverlay(s *scenario) {
-	if err := applyInstall(s.c, serviceMonitorDir, s.hook.url(), s.dir); err != nil {
+	if err := playground.ApplyInstall(s.c, serviceMonitorDir, s.hook.URL(), s.dir); err != nil {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() {
-		if err := applyInstall(s.c, manifestsDir, s.hook.url(), s.dir); err != nil {
+		if err := playground.ApplyInstall(s.c, manifestsDir, s.hook.URL(), s.dir); err != nil {
 			s.t.Errorf("putting the base install back: %v", err)
 		}
 	})

@@ -24,7 +24,7 @@ import (
 // callsSince says how many hook calls the hook logged for the namespace
 // since a time, in benchmark form for a timing line.
 func (s *scenario) callsSince(since time.Time) string {
-	n := s.hook.callsIn(s.ns, since)
+	n := s.hook.CallsIn(s.ns, since)
 	return fmt.Sprintf("%d sync-calls %d customize-calls", n["sync"], n["customize"])
 }
 
@@ -374,7 +374,7 @@ func (s *scenario) checkInvalidLeavesChildren(obs *observed, makeInvalid func(),
 	uid := string(obs.mc.Metadata.UID)
 	size := *obs.deployment.Spec.Replicas
 	before := s.stableChildren(uid)
-	calls := s.hook.callsIn(s.ns, time.Time{})["sync"]
+	calls := s.hook.CallsIn(s.ns, time.Time{})["sync"]
 
 	makeInvalid()
 	b, _ := s.waitFor("memcached", name, "status saying the spec is invalid", convergeTimeout, func(b []byte) error {
@@ -397,7 +397,7 @@ func (s *scenario) checkInvalidLeavesChildren(obs *observed, makeInvalid func(),
 	// The hook has answered (the status says so); let Metacontroller act
 	// on it, and on the status write's own sync, then compare.
 	s.poll("the hook to answer twice for the invalid spec", 30*time.Second, func() error {
-		if n := s.hook.callsIn(s.ns, time.Time{})["sync"]; n < calls+2 {
+		if n := s.hook.CallsIn(s.ns, time.Time{})["sync"]; n < calls+2 {
 			return fmt.Errorf("%d sync calls since the patch", n-calls)
 		}
 		return nil

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/playground"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -124,7 +125,7 @@ func TestInstall(t *testing.T) {
 		kubectl(t, c, nil, "create", "priorityclass", "memcached-critical", "--value=1000000")
 		// A stand-in for the Prometheus Operator's CRD, so that the
 		// ServiceMonitor the hook makes can be dry-run too.
-		kubectl(t, c, []byte(testutil.ServiceMonitorCRD), "apply", "-f", "-")
+		kubectl(t, c, []byte(playground.ServiceMonitorCRD), "apply", "-f", "-")
 		kubectl(t, c, nil, "wait", "--for=condition=established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
 		for _, f := range examples {
 			name := objectName(t, f)

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"crypto/tls"
 	_ "embed"
 	"encoding/json"
@@ -31,8 +32,8 @@ const (
 	EnvMetacontroller = "METACONTROLLER_BIN"
 )
 
-// Options say what StartWith and SharedWith run beside etcd and
-// kube-apiserver. The zero value runs nothing more, which is Start.
+// Options say what Launch (and StartWith and SharedWith) run beside etcd
+// and kube-apiserver. The zero value runs nothing more, which is Start.
 type Options struct {
 	// Setup, if set, runs once the API server is ready and before anything
 	// below starts. Install every CRD here: the controller manager's garbage
@@ -124,16 +125,15 @@ func (o Options) portsNeeded() int {
 // check before it prepares anything else.
 func RequirePrograms(t testing.TB, opts Options) {
 	t.Helper()
-	lookupBinaries(t, opts)
+	lookupPrograms(t, opts)
 }
 
-// lookupExtraBinaries finds the programs opts ask for, skipping t (failing
-// it when CI is set) when one is missing.
-func lookupExtraBinaries(t testing.TB, opts Options, b *binaries) {
-	t.Helper()
+// extraProgramsFromEnv finds the programs opts ask for beside the API
+// server, etcd and kubectl; the error is a *MissingError.
+func extraProgramsFromEnv(getenv func(string) string, opts Options, p *Programs) error {
+	var missing []string
 	need := func(env, what string) string {
-		t.Helper()
-		path := os.Getenv(env)
+		path := getenv(env)
 		problem := ""
 		switch _, err := os.Stat(path); {
 		case path == "":
@@ -144,23 +144,23 @@ func lookupExtraBinaries(t testing.TB, opts Options, b *binaries) {
 		if problem == "" {
 			return path
 		}
-		msg := fmt.Sprintf("kube: no %s: %s; run `make test-tools` to build it (and `make test` to set the variables)", what, problem)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
+		missing = append(missing, fmt.Sprintf("kube: no %s: %s; run `make test-tools` to build it (and `make test` to set the variables)", what, problem))
 		return ""
 	}
 	if opts.Controllers {
-		b.controllerManager = need(EnvKubeControllerManager, "kube-controller-manager")
-		b.scheduler = need(EnvKubeScheduler, "kube-scheduler")
+		p.ControllerManager = need(EnvKubeControllerManager, "kube-controller-manager")
+		p.Scheduler = need(EnvKubeScheduler, "kube-scheduler")
 	}
 	if len(opts.Nodes) > 0 {
-		b.kwok = need(EnvKwok, "kwok")
+		p.Kwok = need(EnvKwok, "kwok")
 	}
 	if opts.Metacontroller {
-		b.metacontroller = need(EnvMetacontroller, "Metacontroller")
+		p.Metacontroller = need(EnvMetacontroller, "Metacontroller")
 	}
+	if len(missing) > 0 {
+		return &MissingError{strings.Join(missing, "; ")}
+	}
+	return nil
 }
 
 // MetacontrollerMetricsURL returns the URL of Metacontroller's Prometheus
@@ -192,9 +192,10 @@ func (c *Cluster) PIDs() map[string]int {
 	return pids
 }
 
-// startMore runs Setup, then starts what opts ask for beside the API server
-// and waits until all of it is ready, the Nodes Ready.
-func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFiles, ports []int) error {
+// startMore runs Setup, then starts what the options ask for beside the
+// API server and waits until all of it is ready, the Nodes Ready.
+func (c *Cluster) startMore(ctx context.Context, cfg Config, dir string, pki pkiFiles, ports []int) error {
+	opts, progs := cfg.Options, cfg.Programs
 	if opts.Setup != nil {
 		if err := opts.Setup(c); err != nil {
 			return fmt.Errorf("setup: %w", err)
@@ -217,7 +218,7 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 	if opts.Controllers {
 		kcmPort, schedPort := ports[0], ports[1]
 		ports = ports[2:]
-		p, err := start("kube-controller-manager", bins.controllerManager,
+		p, err := start("kube-controller-manager", progs.ControllerManager,
 			"--kubeconfig="+c.kubeconfig,
 			"--authentication-kubeconfig="+c.kubeconfig,
 			"--authorization-kubeconfig="+c.kubeconfig,
@@ -236,7 +237,7 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 			return err
 		}
 		checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(kcmPort) + "/healthz"})
-		p, err = start("kube-scheduler", bins.scheduler,
+		p, err = start("kube-scheduler", progs.Scheduler,
 			"--kubeconfig="+c.kubeconfig,
 			"--authentication-kubeconfig="+c.kubeconfig,
 			"--authorization-kubeconfig="+c.kubeconfig,
@@ -263,7 +264,7 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 			return err
 		}
 		var err error
-		kwok, err = start("kwok", bins.kwok,
+		kwok, err = start("kwok", progs.Kwok,
 			"--kubeconfig="+c.kubeconfig,
 			"--config="+config,
 			"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
@@ -280,7 +281,7 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 	}
 	if opts.Metacontroller {
 		metricsPort, healthPort := ports[0], ports[1]
-		p, err := start("metacontroller", bins.metacontroller, append([]string{
+		p, err := start("metacontroller", progs.Metacontroller, append([]string{
 			"--kubeconfig=" + c.kubeconfig,
 			"--zap-log-level=4",
 			"--metrics-address=127.0.0.1:" + strconv.Itoa(metricsPort),
@@ -296,23 +297,33 @@ func (c *Cluster) startMore(bins binaries, opts Options, dir string, pki pkiFile
 		checks = append(checks, check{p, "http://127.0.0.1:" + strconv.Itoa(healthPort) + "/readyz"})
 	}
 
+	if len(checks) > 0 || kwok != nil {
+		var names []string
+		for _, p := range c.clients {
+			names = append(names, p.name)
+		}
+		cfg.logf("kube: started %s; waiting until they are ready", strings.Join(names, ", "))
+	}
 	deadline := time.Now().Add(readyTimeout)
 	for _, ch := range checks {
-		if err := c.waitHTTP(ch.p, ch.url, deadline); err != nil {
+		if err := c.waitHTTP(ctx, ch.p, ch.url, deadline); err != nil {
 			return err
 		}
 	}
 	if len(opts.Nodes) > 0 {
-		return c.addNodes(opts.Nodes, kwok, deadline)
+		if err := c.addNodes(ctx, opts.Nodes, kwok, deadline); err != nil {
+			return err
+		}
+		cfg.logf("kube: %d fake Nodes Ready", len(opts.Nodes))
 	}
 	return nil
 }
 
 // waitHTTP polls url until it answers 200, failing when p exits or the
-// deadline passes. The self-signed serving certificates of the controller
-// manager and the scheduler are not checked: /healthz and /readyz say
-// nothing secret.
-func (c *Cluster) waitHTTP(p *process, url string, deadline time.Time) error {
+// deadline passes or ctx ends. The self-signed serving certificates of the
+// controller manager and the scheduler are not checked: /healthz and
+// /readyz say nothing secret.
+func (c *Cluster) waitHTTP(ctx context.Context, p *process, url string, deadline time.Time) error {
 	client := &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
@@ -320,7 +331,7 @@ func (c *Cluster) waitHTTP(p *process, url string, deadline time.Time) error {
 	defer client.CloseIdleConnections()
 	last := "no answer yet"
 	for {
-		if err := c.exited(); err != nil {
+		if err := c.Exited(); err != nil {
 			return err
 		}
 		req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -334,19 +345,27 @@ func (c *Cluster) waitHTTP(p *process, url string, deadline time.Time) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %s; last %s: %s (output in %s)", p.name, readyTimeout, url, last, p.logPath)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 
-// exited returns an error naming the first process that has exited.
-func (c *Cluster) exited() error {
+// Exited returns an error naming the first of the cluster's processes that
+// has exited (and where its output is), or nil while all of them run. After
+// Stop every one has.
+func (c *Cluster) Exited() error {
 	for _, p := range c.processes() {
 		if p == nil {
 			continue
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited during start-up: %v (output in %s)", p.name, p.err, p.logPath)
+			status := "exit status 0"
+			if p.err != nil {
+				status = p.err.Error()
+			}
+			return fmt.Errorf("%s exited (%s; output in %s)", p.name, status, p.logPath)
 		default:
 		}
 	}
@@ -356,7 +375,7 @@ func (c *Cluster) exited() error {
 // addNodes creates the fake Nodes and waits until kwok has made them Ready
 // and the node-lifecycle-controller has taken away the not-ready taint
 // every new Node gets, so that they carry exactly the taints asked for.
-func (c *Cluster) addNodes(nodes []Node, kwok *process, deadline time.Time) error {
+func (c *Cluster) addNodes(ctx context.Context, nodes []Node, kwok *process, deadline time.Time) error {
 	var list []any
 	want := map[string][]Taint{}
 	for _, n := range nodes {
@@ -391,7 +410,7 @@ func (c *Cluster) addNodes(nodes []Node, kwok *process, deadline time.Time) erro
 	}
 	last := "no answer yet"
 	for {
-		if err := c.exited(); err != nil {
+		if err := c.Exited(); err != nil {
 			return err
 		}
 		stdout, stderr, err := c.Kubectl("get", "nodes", "-o", "json")
@@ -405,7 +424,9 @@ func (c *Cluster) addNodes(nodes []Node, kwok *process, deadline time.Time) erro
 		if time.Now().After(deadline) {
 			return fmt.Errorf("fake Nodes not ready after %s: %s (kwok's output in %s)", readyTimeout, last, kwok.logPath)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 

@@ -22,6 +22,11 @@
 //		...
 //	}
 //
+// Start, StartWith, Shared and SharedWith are thin wrappers for tests around
+// Launch, which needs no testing.TB: the local playground (make up, see
+// test/playground) starts its cluster with it, so that it runs what the
+// tests run.
+//
 // Everything listens on 127.0.0.1 only. Unless Options.Controllers asks for
 // them, no controllers run: namespaces other than default, kube-system,
 // kube-public and kube-node-lease must be created explicitly, no
@@ -44,11 +49,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,7 +63,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/memcached-operator/test/testutil"
+	"github.com/example/memcached-operator/test/pki"
 )
 
 // Environment variables read by Start and Shared.
@@ -107,13 +114,6 @@ type Cluster struct {
 	stopOnce sync.Once
 }
 
-// binaries holds the paths of the programs; those Options do not ask for
-// are empty.
-type binaries struct {
-	apiserver, etcd, kubectl                           string
-	controllerManager, scheduler, kwok, metacontroller string
-}
-
 // Start starts a new cluster for t and returns once its API server is ready.
 // It registers a cleanup with t that stops both processes, and prints their
 // output with t.Log if t failed. It skips t when KUBE_APISERVER_BIN is
@@ -128,17 +128,17 @@ func Start(t testing.TB) *Cluster {
 // is missing.
 func StartWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	bins := lookupBinaries(t, opts)
+	progs := lookupPrograms(t, opts)
 	dir := t.TempDir()
 	began := time.Now()
-	c, err := start(t, bins, opts, dir)
+	c, err := Launch(context.Background(), Config{Dir: dir, Programs: progs, Options: opts, Logf: t.Logf})
 	// Cleanups run last-in first-out, so this runs before t.TempDir's
 	// removal: the processes are gone and the logs still there.
 	t.Cleanup(func() {
 		if c == nil {
 			return
 		}
-		c.stop()
+		c.Stop()
 		if t.Failed() {
 			c.logOutput(t, nil)
 		}
@@ -177,7 +177,7 @@ func Shared(t testing.TB) *Cluster {
 // opts are ignored, so a package should pass the same every time.
 func SharedWith(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	bins := lookupBinaries(t, opts)
+	progs := lookupPrograms(t, opts)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.started {
@@ -188,11 +188,11 @@ func SharedWith(t testing.TB, opts Options) *Cluster {
 			shared.err = err
 		} else {
 			shared.dir = dir
-			shared.cluster, shared.err = start(t, bins, opts, dir)
+			shared.cluster, shared.err = Launch(context.Background(), Config{Dir: dir, Programs: progs, Options: opts, Logf: t.Logf})
 		}
 		if shared.err != nil {
 			if shared.cluster != nil {
-				shared.cluster.stop()
+				shared.cluster.Stop()
 				shared.cluster.logOutput(t, nil)
 			}
 			t.Fatalf("kube: starting shared cluster: %v", shared.err)
@@ -229,7 +229,7 @@ func RunMain(m *testing.M) int {
 	c, dir := shared.cluster, shared.dir
 	shared.mu.Unlock()
 	if c != nil {
-		c.stop()
+		c.Stop()
 	}
 	if dir != "" {
 		if code == 0 {
@@ -241,42 +241,109 @@ func RunMain(m *testing.M) int {
 	return code
 }
 
-// lookupBinaries reads the binaries' paths from the environment, skipping or
-// failing t when they are not configured.
-func lookupBinaries(t testing.TB, opts Options) binaries {
-	t.Helper()
-	b := binaries{
-		apiserver: os.Getenv(EnvKubeAPIServer),
-		etcd:      os.Getenv(EnvEtcd),
-		kubectl:   os.Getenv(EnvKubectl),
-	}
-	if b.apiserver == "" {
-		msg := fmt.Sprintf("kube: %s is not set; run `make test` to build kube-apiserver, etcd and kubectl and run the integration tests", EnvKubeAPIServer)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
-	for _, v := range []struct{ env, path string }{
-		{EnvKubeAPIServer, b.apiserver}, {EnvEtcd, b.etcd}, {EnvKubectl, b.kubectl},
-	} {
-		if v.path == "" {
-			t.Fatalf("kube: %s is set but %s is not; run `make test`", EnvKubeAPIServer, v.env)
-		}
-		if _, err := os.Stat(v.path); err != nil {
-			t.Fatalf("kube: %s: %v; run `make test` to build it", v.env, err)
-		}
-	}
-	lookupExtraBinaries(t, opts, &b)
-	return b
+// Programs are the paths of the programs a cluster runs. Those its Options
+// do not ask for may be empty.
+type Programs struct {
+	APIServer, Etcd, Kubectl string
+	// ControllerManager and Scheduler, for Options.Controllers.
+	ControllerManager, Scheduler string
+	// Kwok, for Options.Nodes.
+	Kwok string
+	// Metacontroller, for Options.Metacontroller.
+	Metacontroller string
 }
 
-// start starts etcd and kube-apiserver with files under dir and waits until
-// the API server is ready. It retries with new ports when a port was taken.
-// On error the returned cluster, if not nil, holds the stopped processes'
-// logs.
-func start(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster, error) {
-	if err := opts.check(); err != nil {
+// MissingError says that a program is not there: KUBE_APISERVER_BIN is
+// unset (the tests were not run through make), or a program Options ask
+// for beside the API server was not built. A test skips on it outside CI.
+type MissingError struct{ msg string }
+
+func (e *MissingError) Error() string { return e.msg }
+
+// ProgramsFromEnv reads the paths of the programs opts need from the
+// environment getenv reads (KUBE_APISERVER_BIN, ETCD_BIN, KUBECTL_BIN and
+// those in controlplane.go), which `make test` and `make up` set, and
+// checks the files exist. The error is a *MissingError when the harness is not
+// configured at all or a program opts add is missing, and a plain error
+// when KUBE_APISERVER_BIN is set but the rest of the basics are not.
+func ProgramsFromEnv(getenv func(string) string, opts Options) (Programs, error) {
+	p := Programs{
+		APIServer: getenv(EnvKubeAPIServer),
+		Etcd:      getenv(EnvEtcd),
+		Kubectl:   getenv(EnvKubectl),
+	}
+	if p.APIServer == "" {
+		return p, &MissingError{fmt.Sprintf("kube: %s is not set; run `make test` to build kube-apiserver, etcd and kubectl and run the integration tests", EnvKubeAPIServer)}
+	}
+	for _, v := range []struct{ env, path string }{
+		{EnvKubeAPIServer, p.APIServer}, {EnvEtcd, p.Etcd}, {EnvKubectl, p.Kubectl},
+	} {
+		if v.path == "" {
+			return p, fmt.Errorf("kube: %s is set but %s is not; run `make test`", EnvKubeAPIServer, v.env)
+		}
+		if _, err := os.Stat(v.path); err != nil {
+			return p, fmt.Errorf("kube: %s: %v; run `make test` to build it", v.env, err)
+		}
+	}
+	err := extraProgramsFromEnv(getenv, opts, &p)
+	return p, err
+}
+
+// lookupPrograms is ProgramsFromEnv for a test: it skips t on a
+// *MissingError (fails it when CI is set) and fails it on another error.
+func lookupPrograms(t testing.TB, opts Options) Programs {
+	t.Helper()
+	p, err := ProgramsFromEnv(os.Getenv, opts)
+	var missing *MissingError
+	switch {
+	case errors.As(err, &missing):
+		if os.Getenv("CI") != "" {
+			t.Fatal(err.Error() + " (CI is set, so this is an error)")
+		}
+		t.Skip(err.Error())
+	case err != nil:
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Config says what Launch starts and where.
+type Config struct {
+	// Dir holds the cluster's files: certificates, kubeconfig, etcd's
+	// data, and each process's output in <name>.log, all in a
+	// subdirectory per attempt (run1, run2, ...; see Cluster.Dir). It is
+	// made if missing.
+	Dir string
+	// Programs are the programs to run; those Options need must be set.
+	Programs Programs
+	// Options say what runs beside etcd and kube-apiserver.
+	Options Options
+	// Logf, if set, is told of progress and of retries.
+	Logf func(format string, args ...any)
+}
+
+// logf calls Logf if set.
+func (cfg Config) logf(format string, args ...any) {
+	if cfg.Logf != nil {
+		cfg.Logf(format, args...)
+	}
+}
+
+// Launch starts etcd and kube-apiserver (and what cfg.Options ask for) with
+// files under cfg.Dir, all on 127.0.0.1, and returns once all of it is
+// ready. It retries with new ports when a port it picked was taken. The
+// processes run until Stop (on Linux they are also killed when this process
+// dies). When ctx ends before they are ready, Launch stops them and returns
+// ctx's error.
+//
+// On error Launch has stopped everything it started; the Cluster it
+// returns then, if not nil, only tells where their output is (LogPath,
+// Dir).
+func Launch(ctx context.Context, cfg Config) (*Cluster, error) {
+	if err := cfg.Options.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Programs.check(cfg.Options); err != nil {
 		return nil, err
 	}
 	var (
@@ -284,18 +351,39 @@ func start(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster, er
 		err error
 	)
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		c, err = startOnce(tb, bins, opts, filepath.Join(dir, "run"+strconv.Itoa(attempt)))
+		c, err = launchOnce(ctx, cfg, filepath.Join(cfg.Dir, "run"+strconv.Itoa(attempt)))
 		if err == nil || c == nil || !c.portConflict() || attempt == startAttempts {
 			return c, err
 		}
-		tb.Logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
-		c.stop()
+		cfg.logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
 	}
 	return c, err
 }
 
-// startOnce makes one attempt of start.
-func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster, error) {
+// check refuses programs that leave out one the options need.
+func (p Programs) check(opts Options) error {
+	need := map[string]string{"kube-apiserver": p.APIServer, "etcd": p.Etcd, "kubectl": p.Kubectl}
+	if opts.Controllers {
+		need["kube-controller-manager"], need["kube-scheduler"] = p.ControllerManager, p.Scheduler
+	}
+	if len(opts.Nodes) > 0 {
+		need["kwok"] = p.Kwok
+	}
+	if opts.Metacontroller {
+		need["Metacontroller"] = p.Metacontroller
+	}
+	for _, what := range slices.Sorted(maps.Keys(need)) {
+		if need[what] == "" {
+			return fmt.Errorf("kube: Config.Programs has no path for %s", what)
+		}
+	}
+	return nil
+}
+
+// launchOnce makes one attempt of Launch. On error it has stopped what it
+// started.
+func launchOnce(ctx context.Context, cfg Config, dir string) (*Cluster, error) {
+	opts, progs := cfg.Options, cfg.Programs
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -305,7 +393,7 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 	}
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
 
-	pki, err := writePKI(tb, dir)
+	files, err := writePKI(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -321,10 +409,10 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 	c := &Cluster{
 		dir:        dir,
 		kubeconfig: filepath.Join(dir, "kubeconfig"),
-		kubectl:    bins.kubectl,
+		kubectl:    progs.Kubectl,
 		server:     "https://127.0.0.1:" + strconv.Itoa(apiPort),
 		token:      token,
-		caPEM:      pki.caPEM,
+		caPEM:      files.caPEM,
 	}
 	if err := os.WriteFile(c.kubeconfig, c.kubeconfigYAML(), 0o600); err != nil {
 		return nil, err
@@ -332,7 +420,7 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdClient)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(etcdPeer)
-	c.etcd, err = startProcess(dir, "etcd", bins.etcd,
+	c.etcd, err = startProcess(dir, "etcd", progs.Etcd,
 		"--name=test",
 		"--data-dir="+filepath.Join(dir, "etcd-data"),
 		"--listen-client-urls="+etcdURL,
@@ -354,21 +442,21 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 		// so the plugin can stay on, as in a real cluster.
 		admission = "--enable-admission-plugins=ServiceAccount"
 	}
-	c.apiserver, err = startProcess(dir, "kube-apiserver", bins.apiserver,
+	c.apiserver, err = startProcess(dir, "kube-apiserver", progs.APIServer,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(apiPort),
 		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file="+pki.servingCert,
-		"--tls-private-key-file="+pki.servingKey,
-		"--client-ca-file="+pki.caCert,
+		"--tls-cert-file="+files.servingCert,
+		"--tls-private-key-file="+files.servingKey,
+		"--client-ca-file="+files.caCert,
 		"--token-auth-file="+tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range="+serviceCIDR,
 		"--service-account-issuer="+c.server,
-		"--service-account-key-file="+pki.saPublic,
-		"--service-account-signing-key-file="+pki.saPrivate,
+		"--service-account-key-file="+files.saPublic,
+		"--service-account-signing-key-file="+files.saPrivate,
 		// The ServiceAccount plugin rejects Pods whose service account
 		// does not exist, and without a controller manager none does.
 		admission,
@@ -380,16 +468,17 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 		"--endpoint-reconciler-type=none",
 	)
 	if err != nil {
-		c.stop()
+		c.Stop()
 		return c, err
 	}
 
-	if err := c.waitReady(readyTimeout); err != nil {
-		c.stop()
+	if err := c.waitReady(ctx, readyTimeout); err != nil {
+		c.Stop()
 		return c, err
 	}
-	if err := c.startMore(bins, opts, dir, pki, ports[3:]); err != nil {
-		c.stop()
+	cfg.logf("kube: etcd and kube-apiserver ready at %s", c.server)
+	if err := c.startMore(ctx, cfg, dir, files, ports[3:]); err != nil {
+		c.Stop()
 		return c, err
 	}
 	return c, nil
@@ -397,6 +486,10 @@ func startOnce(tb testing.TB, bins binaries, opts Options, dir string) (*Cluster
 
 // Kubeconfig returns the path of an admin kubeconfig file for the cluster.
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
+
+// Dir returns the directory holding the cluster's files and its processes'
+// output (<name>.log; see LogPath).
+func (c *Cluster) Dir() string { return c.dir }
 
 // Server returns the API server's URL, https://127.0.0.1:PORT.
 func (c *Cluster) Server() string { return c.server }
@@ -465,9 +558,9 @@ current-context: test
 `, c.server, base64.StdEncoding.EncodeToString(c.caPEM), c.token))
 }
 
-// waitReady polls /readyz until it answers 200, a process exits, or
-// timeout passes.
-func (c *Cluster) waitReady(timeout time.Duration) error {
+// waitReady polls /readyz until it answers 200, a process exits, ctx ends
+// or timeout passes.
+func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(c.caPEM)
 	client := &http.Client{
@@ -495,15 +588,30 @@ func (c *Cluster) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("API server not ready after %s; last /readyz: %s", timeout, last)
+			return fmt.Errorf("API server not ready after %s; last /readyz: %s (output in %s)", timeout, last, c.apiserver.logPath)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }
 
-// stop stops the API server's clients, then the API server, then etcd (in
-// this order, so that none logs the loss of another). It is idempotent.
-func (c *Cluster) stop() {
+// sleep waits for d, or returns ctx's error if it ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("kube: start-up stopped: %w", context.Cause(ctx))
+	case <-t.C:
+		return nil
+	}
+}
+
+// Stop stops the API server's clients, then the API server, then etcd (in
+// this order, so that none logs the loss of another), each with SIGTERM and,
+// after 10 s, SIGKILL, and returns once all have exited. It is idempotent.
+func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		var wg sync.WaitGroup
 		for _, p := range c.clients {
@@ -665,13 +773,19 @@ type pkiFiles struct {
 
 // writePKI creates a CA, a serving certificate for the API server and a
 // service-account signing key pair under dir.
-func writePKI(tb testing.TB, dir string) (pkiFiles, error) {
+func writePKI(dir string) (pkiFiles, error) {
 	var files pkiFiles
-	ca := testutil.NewCA(tb, "kube-test-ca")
+	ca, err := pki.NewCA("kube-test-ca")
+	if err != nil {
+		return files, err
+	}
 	// 10.0.0.1 is the first address of serviceCIDR: the kubernetes
 	// Service's ClusterIP.
-	servingCert, servingKey := ca.Issue(tb, "kube-apiserver", "localhost", "kubernetes", "kubernetes.default",
+	servingCert, servingKey, err := ca.Issue("kube-apiserver", "localhost", "kubernetes", "kubernetes.default",
 		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1")
+	if err != nil {
+		return files, err
+	}
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

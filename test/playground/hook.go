@@ -1,8 +1,9 @@
-package e2e
+package playground
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,15 +15,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/example/memcached-operator/test/testutil"
 )
 
-// hook is the operator's hook, built from this checkout and run on
+// Hook is the operator's hook, built from this checkout and run on
 // loopback, as the CompositeController calls it. It can be stopped and
-// started again on the same address, which is how a scenario takes it
-// down for a while.
-type hook struct {
+// started again on the same address, which is how an end-to-end scenario
+// takes it down for a while. Its methods are safe for concurrent use.
+type Hook struct {
 	bin     string
 	logPath string
 
@@ -31,7 +30,6 @@ type hook struct {
 	cmd   *exec.Cmd
 	done  chan struct{} // closed when the process has exited
 	calls []hookCall    // every call the hook logged, in order
-	races int           // data race reports seen (race-built hook)
 }
 
 // hookCall is one line the hook logs per call.
@@ -47,26 +45,33 @@ type hookCall struct {
 // hookStartTimeout bounds the wait for the hook to say it listens.
 const hookStartTimeout = 30 * time.Second
 
-// buildHook builds cmd/memcached-hook into dir, with the race detector when
-// the tests run with it, so that a race in the hook under real traffic
-// fails the suite.
-func buildHook(dir string) (string, error) {
+// BuildHook builds cmd/memcached-hook of the repository at root into dir
+// with the go command, with the race detector if race is set (the
+// end-to-end suite sets it when it runs with it, so that a race in the hook
+// under real traffic fails the suite), and returns the binary's path.
+func BuildHook(ctx context.Context, root, dir string, race bool) (string, error) {
 	bin := filepath.Join(dir, "memcached-hook")
 	args := []string{"build", "-o", bin}
-	if raceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "./cmd/memcached-hook")...)
-	cmd.Dir = testutil.Root()
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/memcached-hook")...)
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("go %s ./cmd/memcached-hook in %s: %v\n%s", strings.Join(args, " "), root, err, out)
 	}
 	return bin, nil
 }
 
-// start runs the hook on addr (127.0.0.1:0 for a free port the first time)
+// NewHook returns the hook built as bin, not started, which logs to
+// logPath (appending: a restarted hook keeps the earlier lines).
+func NewHook(bin, logPath string) *Hook {
+	return &Hook{bin: bin, logPath: logPath}
+}
+
+// Start runs the hook on addr (127.0.0.1:0 for a free port the first time)
 // and returns once it logs that it listens.
-func (h *hook) start(addr string) error {
+func (h *Hook) Start(addr string) error {
 	log, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
@@ -128,10 +133,10 @@ func (h *hook) start(addr string) error {
 	}
 }
 
-// stop stops the hook (SIGTERM: it stops at once with --shutdown-delay=0)
+// Stop stops the hook (SIGTERM: it stops at once with --shutdown-delay=0)
 // and waits for it to exit. It reports a data race the race-built hook
-// found.
-func (h *hook) stop() error {
+// found. Stopping a stopped hook does nothing.
+func (h *Hook) Stop() error {
 	h.mu.Lock()
 	cmd, done := h.cmd, h.done
 	h.cmd = nil
@@ -150,22 +155,42 @@ func (h *hook) stop() error {
 	return h.raceReport()
 }
 
-// url returns the hook's base URL, http://127.0.0.1:PORT.
-func (h *hook) url() string {
+// URL returns the hook's base URL, http://127.0.0.1:PORT.
+func (h *Hook) URL() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return "http://" + h.addr
 }
 
-// address returns 127.0.0.1:PORT.
-func (h *hook) address() string {
+// Address returns 127.0.0.1:PORT.
+func (h *Hook) Address() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.addr
 }
 
-// pid returns the hook's process ID, 0 when it does not run.
-func (h *hook) pid() int {
+// LogPath returns the file holding the hook's output.
+func (h *Hook) LogPath() string { return h.logPath }
+
+// Running tells whether the hook's process runs (it was started and not
+// stopped, and has not exited).
+func (h *Hook) Running() bool {
+	h.mu.Lock()
+	cmd, done := h.cmd, h.done
+	h.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// PID returns the hook's process ID, 0 when it does not run.
+func (h *Hook) PID() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cmd == nil {
@@ -176,7 +201,7 @@ func (h *hook) pid() int {
 
 // raceReport returns an error if the hook's output holds a data race
 // report.
-func (h *hook) raceReport() error {
+func (h *Hook) raceReport() error {
 	b, err := os.ReadFile(h.logPath)
 	if err != nil {
 		return err
@@ -187,9 +212,9 @@ func (h *hook) raceReport() error {
 	return nil
 }
 
-// callsIn returns the calls the hook logged for Memcacheds in namespace ns
+// CallsIn returns the calls the hook logged for Memcacheds in namespace ns
 // since since, by hook (sync, customize).
-func (h *hook) callsIn(ns string, since time.Time) map[string]int {
+func (h *Hook) CallsIn(ns string, since time.Time) map[string]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := map[string]int{}
@@ -201,9 +226,9 @@ func (h *hook) callsIn(ns string, since time.Time) map[string]int {
 	return n
 }
 
-// logLinesFor returns the hook's log lines that name namespace ns, for a
+// LogLinesFor returns the hook's log lines that name namespace ns, for a
 // failed scenario's output.
-func (h *hook) logLinesFor(ns string) string {
+func (h *Hook) LogLinesFor(ns string) string {
 	f, err := os.Open(h.logPath)
 	if err != nil {
 		return err.Error()
@@ -225,8 +250,8 @@ func (h *hook) logLinesFor(ns string) string {
 	return out.String()
 }
 
-// hookEnv is the hook's environment: the test's, less MEMCACHED_HOOK_*,
-// which the hook reads as flags.
+// hookEnv is the hook's environment: this process's, less
+// MEMCACHED_HOOK_*, which the hook reads as flags.
 func hookEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
