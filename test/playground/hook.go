@@ -42,6 +42,9 @@ type hookCall struct {
 	Status    int    `json:"status"`
 }
 
+// AgentImage is the image the hook gives the agents' Deployments here.
+const AgentImage = "ghcr.io/example/memcached-hook:playground"
+
 // hookStartTimeout bounds the wait for the hook to say it listens.
 const hookStartTimeout = 30 * time.Second
 
@@ -76,7 +79,9 @@ func (h *Hook) Start(addr string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(h.bin, "--listen-address="+addr, "--shutdown-delay=0")
+	// No container runs here, so the agent's image is never pulled: it
+	// only names what a cluster would run.
+	cmd := exec.Command(h.bin, "--listen-address="+addr, "--shutdown-delay=0", "--agent-image="+AgentImage)
 	cmd.Env = hookEnv()
 	cmd.Stderr = log
 	cmd.SysProcAttr = sysProcAttr()
