@@ -65,6 +65,8 @@ var parallelScenarios = []struct {
 	{"invalid spec leaves children untouched", testInvalidSpecs},
 	{"deletion removes every child", inNamespace(testDeletion)},
 	{"examples converge", testExamples},
+	{"the agent serves the Ready Pods in slot order", inNamespace(testAgentOnLoopback)},
+	{"a keepWarm rollout hands each slot to a Ready Pod", inNamespace(testKeepWarmRollout)},
 }
 
 // inNamespace runs a scenario in a namespace of its own.

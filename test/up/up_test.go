@@ -21,6 +21,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
+	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/kube"
 	"github.com/example/memcached-operator/test/playground"
 	"github.com/example/memcached-operator/test/procnet"
@@ -154,6 +157,7 @@ func TestTryIt(t *testing.T) {
 			r.waitConverged(exportLine, name, want)
 			record(t, fmt.Sprintf("scale-to-ready/size-%d", want), time.Since(changed))
 		case makeDown:
+			r.checkAgent(exportLine)
 			before := r.snapshot()
 			began := time.Now()
 			if _, err := r.run(line, "", lineTimeout); err != nil {
@@ -380,6 +384,53 @@ func (r *runner) waitConverged(prefix, name string, want int) {
 		}
 		if time.Now().After(deadline) {
 			r.t.Fatalf("memcached %s did not converge to %d within %s: %s", name, want, convergeTimeout, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkAgent applies the discovery example and checks that the playground
+// runs its agent on loopback, as the README says after the block: the
+// address in agents/NAMESPACE/NAME answers config get cluster with the
+// Memcached's served slots, in slot order.
+func (r *runner) checkAgent(prefix string) {
+	r.t.Helper()
+	const name = "memcached-auto"
+	example := filepath.Join(r.root, "examples", "memcached-discovery.yaml")
+	if got, _ := readMemcached(r.t, example); got != name {
+		r.t.Fatalf("%s names %s, want %s", example, got, name)
+	}
+	if _, err := r.run("kubectl apply -f "+example, prefix, lineTimeout); err != nil {
+		r.t.Fatal(err)
+	}
+	r.waitConverged(prefix, name, 3)
+	addrFile := filepath.Join(r.dir, "agents", "default", name)
+	var answer string
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		var want []string
+		ctx, cancel := context.WithTimeout(context.Background(), lineTimeout)
+		out, err := r.command(ctx, "kubectl get memcached "+name+" -o json", prefix).Output()
+		cancel()
+		var m struct {
+			Status struct {
+				SlotTable v1alpha1.SlotTable `json:"slotTable"`
+			} `json:"status"`
+		}
+		if err == nil && json.Unmarshal(out, &m) == nil {
+			for _, n := range slots.Served(m.Status.SlotTable.Slots, name, "default", 11211) {
+				want = append(want, n.Host+"|"+n.IP+"|11211")
+			}
+			if addr, err := os.ReadFile(addrFile); err == nil {
+				answer, err = dataplane.ConfigGetCluster(strings.TrimSpace(string(addr)))
+				payload := fmt.Sprintf("%d\n%s\n", m.Status.SlotTable.Version, strings.Join(want, " "))
+				if err == nil && len(want) == 3 && strings.Contains(answer, payload) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the playground's agent of %s (address in %s) does not serve its slot table %v within %s; it answered %q", name, addrFile, want, convergeTimeout, answer)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

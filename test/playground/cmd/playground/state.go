@@ -37,12 +37,13 @@ const (
 	binDir         = "bin"            // kubectl, a link to the one make built
 	clusterDir     = "cluster"        // test/kube's files: run1/<process>.log, ...
 	hookDir        = "hook"           // the hook's binary and hook.log, install overlays
+	agentsDir      = "agents"         // the agents' binary; NAMESPACE/NAME: an agent's address, .log and .kubeconfig
 	stoppedName    = "stopped"        // why the supervisor stopped on its own
 )
 
 // ownNames are the names above but the binary and the lock, which up keeps
 // when it clears an earlier run's files.
-var ownNames = []string{pidName, logName, stateName, kubeconfigName, binDir, clusterDir, hookDir, stoppedName}
+var ownNames = []string{pidName, logName, stateName, kubeconfigName, binDir, clusterDir, hookDir, agentsDir, stoppedName}
 
 // stateDir is a playground's state directory, an absolute path.
 type stateDir string

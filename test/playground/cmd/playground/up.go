@@ -259,18 +259,27 @@ func supervise(ctx context.Context, d stateDir, root string, getenv func(string)
 		rep.Close()
 	}
 
+	// The agents of the Memcacheds that ask for the configuration
+	// endpoint, on loopback: their Pods are kwok's and run nothing.
+	agents := &playground.Agents{Root: root, Dir: d.path(agentsDir), Logf: logf}
+	defer agents.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			logf("asked to stop")
+			agents.Stop()
 			stopSystem(sys, logf)
 			return nil
 		case <-tick.C:
 		}
+		if err := agents.Sync(ctx, sys.Cluster); err != nil {
+			logf("following the Memcacheds for their agents: %v", err)
+		}
 		if err := sys.Exited(); err != nil {
 			logf("%v; stopping the rest", err)
+			agents.Stop()
 			stopSystem(sys, logf)
 			_ = d.writeFile(stoppedName, fmt.Appendf(nil, "%s: %v\n", time.Now().Format(time.RFC3339), err))
 			_ = os.Remove(d.path(stateName))
