@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"slices"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -72,31 +73,48 @@ func keepWarm(s *v1alpha1.MemcachedSpec) bool {
 	return s.Rollout != nil && s.Rollout.KeepWarm
 }
 
-// agentWanted tells whether the Memcached runs the agent: to serve the
-// configuration endpoint, or to hand leaving Pods' items on.
+// agentWanted tells whether the Memcached runs the agent Deployment: to
+// serve the configuration endpoint, or to hand leaving Pods' items on.
 func agentWanted(s *v1alpha1.MemcachedSpec) bool { return discoveryEnabled(s) || keepWarm(s) }
 
-// agentKinds are the kinds of agentChildren for a spec. They come all or
-// none: an agent without its Role could not read its Memcached.
-func agentKinds(s *v1alpha1.MemcachedSpec) []string {
-	kinds := []string{DeploymentKey, ServiceAccountKey, RoleKey, RoleBindingKey, PDBKey, NetworkPolicyKey}
+// agentIdentityWanted tells whether an agent runs anywhere: in its
+// Deployment, or beside the proxies (writing their pool). Either needs the
+// agent's ServiceAccount and Role.
+func agentIdentityWanted(s *v1alpha1.MemcachedSpec) bool { return agentWanted(s) || proxyEnabled(s) }
+
+// neededKinds are the child kinds a spec's agent and proxy need the
+// CompositeController to manage. They come all or none: an agent without
+// its Role could not read its Memcached.
+func neededKinds(s *v1alpha1.MemcachedSpec) []string {
+	var kinds []string
+	if agentIdentityWanted(s) {
+		kinds = append(kinds, ServiceAccountKey, RoleKey, RoleBindingKey)
+	}
+	if agentWanted(s) {
+		kinds = append(kinds, DeploymentKey, PDBKey, NetworkPolicyKey)
+	}
 	if discoveryEnabled(s) {
 		kinds = append(kinds, ServiceKey)
 	}
 	if keepWarm(s) {
 		kinds = append(kinds, ConfigMapKey)
 	}
-	return kinds
+	if proxyEnabled(s) {
+		kinds = append(kinds, proxyKinds...)
+	}
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
 }
 
 // ConfigMapKey is the children map key of ConfigMaps: the agent reports
 // its copies' progress in NAME-agent's data.
 const ConfigMapKey = "ConfigMap.v1"
 
-// agentChildren are the objects the agent needs: its Deployment, its
-// identity and the few permissions it has, a PodDisruptionBudget and a
-// NetworkPolicy; for the configuration endpoint, the Service clients are
-// given; for hand-offs, the ConfigMap it reports their progress in.
+// agentChildren are the objects the agent needs: its identity and the few
+// permissions it has; where its Deployment runs (agentWanted), the
+// Deployment, a PodDisruptionBudget and a NetworkPolicy, the Service
+// clients of the configuration endpoint are given, and the ConfigMap it
+// reports hand-offs in.
 func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Options) []any {
 	name := agentName(p.Name)
 	// Its own Memcached and nothing else: get, and list and watch, which
@@ -124,7 +142,6 @@ func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Opt
 		})
 	}
 	children := []any{
-		agentDeployment(p, s, opts),
 		corev1.ServiceAccount{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 			ObjectMeta: agentMeta(p, name),
@@ -141,6 +158,10 @@ func agentChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts Opt
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		},
 	}
+	if !agentWanted(s) {
+		return children
+	}
+	children = append(children, agentDeployment(p, s, opts))
 	if discoveryEnabled(s) {
 		children = append(children, discoveryService(p))
 	}
@@ -268,22 +289,22 @@ func agentDeployment(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, opts O
 					}},
 					Volumes:                   volumes,
 					PriorityClassName:         s.PriorityClassName,
-					TopologySpreadConstraints: agentSpread(p.Name),
+					TopologySpreadConstraints: spreadOf(AgentSelectorLabels(p.Name)),
 				},
 			},
 		},
 	}
 }
 
-// agentSpread puts the two agents on different nodes and zones where it
-// can.
-func agentSpread(name string) []corev1.TopologySpreadConstraint {
+// spreadOf puts the Pods selector selects (the agents, the proxies) on
+// different nodes and zones where it can.
+func spreadOf(selector map[string]string) []corev1.TopologySpreadConstraint {
 	spread := func(key string) corev1.TopologySpreadConstraint {
 		return corev1.TopologySpreadConstraint{
 			MaxSkew:           1,
 			TopologyKey:       key,
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
-			LabelSelector:     &metav1.LabelSelector{MatchLabels: AgentSelectorLabels(name)},
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
 			MatchLabelKeys:    []string{"pod-template-hash"},
 		}
 	}

@@ -57,8 +57,11 @@ func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, manage
 	if managed[NetworkPolicyKey] {
 		children = append(children, networkPolicy(p, s))
 	}
-	if agentWanted(s) && opts.AgentImage != "" && managesAll(managed, agentKinds(s)) {
+	if agentIdentityWanted(s) && opts.AgentImage != "" && managesAll(managed, neededKinds(s)) {
 		children = append(children, agentChildren(p, s, opts)...)
+		if proxyEnabled(s) {
+			children = append(children, proxyChildren(p, s, opts)...)
+		}
 	}
 	return children
 }

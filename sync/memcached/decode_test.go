@@ -63,7 +63,7 @@ func (r referenceRequest) request() *metacontroller.SyncRequest {
 	if r.Parent != nil {
 		p := *r.Parent
 		p.ManagedFields = nil
-		p.Status = v1alpha1.MemcachedStatus{Conditions: p.Status.Conditions, SlotTable: p.Status.SlotTable, Handoffs: p.Status.Handoffs, ConfigurationEndpoint: p.Status.ConfigurationEndpoint}
+		p.Status = v1alpha1.MemcachedStatus{Conditions: p.Status.Conditions, SlotTable: p.Status.SlotTable, Handoffs: p.Status.Handoffs, ConfigurationEndpoint: p.Status.ConfigurationEndpoint, ProxyEndpoint: p.Status.ProxyEndpoint}
 		out.Parent = &metacontroller.Parent{Memcached: p}
 	}
 	return out

@@ -162,11 +162,15 @@ func checkAnswer(t *testing.T, hook string, body, got []byte) {
 			}
 		}
 		// Every child is labelled as the Memcached's: its Pods' objects
-		// with their selector labels, the agent's with the agent's.
+		// with their selector labels, the agent's and the proxy's with
+		// theirs.
 		labels := testutil.GetObject(child, "metadata", "labels")
 		want := memcached.SelectorLabels(name)
-		if app, _ := labels["app.kubernetes.io/name"].(string); app == "memcached-agent" {
+		switch app, _ := labels["app.kubernetes.io/name"].(string); app {
+		case "memcached-agent":
 			want = memcached.AgentSelectorLabels(name)
+		case "memcached-proxy":
+			want = memcached.ProxySelectorLabels(name)
 		}
 		for k, v := range want {
 			if got, _ := labels[k].(string); got != v {

@@ -150,6 +150,12 @@ func (a syncAnswer) agentChild(t *testing.T, key string) (map[string]any, bool) 
 	return a.childOf(t, key, "memcached-agent")
 }
 
+// proxyChild is child for the objects of the proxy tier (spec.proxy).
+func (a syncAnswer) proxyChild(t *testing.T, key string) (map[string]any, bool) {
+	t.Helper()
+	return a.childOf(t, key, "memcached-proxy")
+}
+
 // childOf finds the answer's one child of a kind whose
 // app.kubernetes.io/name label is app: memcached's or the agent's.
 func (a syncAnswer) childOf(t *testing.T, key, app string) (map[string]any, bool) {

@@ -1,6 +1,7 @@
 package memcached_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,9 +9,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // slotsOf writes a status's slot table as "pod:State" per slot.
@@ -285,6 +288,113 @@ func TestKeepWarmPodTemplate(t *testing.T) {
 				t.Errorf("preStop %+v, want a 10 s sleep", pre)
 			case tt.wantWait != "" && (pre.Exec == nil || !strings.Contains(pre.Exec.Command[2], tt.wantWait) || !strings.Contains(pre.Exec.Command[2], memcached.DoneKey)):
 				t.Errorf("preStop %+v, want a wait for %s with %q", pre, memcached.DoneKey, tt.wantWait)
+			}
+		})
+	}
+}
+
+func TestProxy(t *testing.T) {
+	all := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
+		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey, memcached.ConfigMapKey}
+	proxyService := map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": testName + "-proxy", "namespace": testNamespace}}
+	tests := []struct {
+		name         string
+		f            fixture
+		wantProxy    bool
+		wantAgentDep bool
+		wantEndpoint string
+		wantDegraded memcached.Reason
+		wantEnv      map[string]string
+	}{{
+		name:         "defaults: the proxy tier, the agent's identity, no agent Deployment",
+		f:            fixture{spec: `{"size":3,"proxy":{"enabled":true}}`, kinds: all},
+		wantProxy:    true,
+		wantDegraded: memcached.ReasonAsExpected,
+		wantEnv: map[string]string{"MEMCACHED_PROXY_CONNECT_TIMEOUT": "1", "MEMCACHED_PROXY_READ_TIMEOUT": "1",
+			"MEMCACHED_PROXY_RETRY_WAIT": "1", "MEMCACHED_PROXY_FAILURE_LIMIT": "3", "MEMCACHED_PROXY_POOL_FILE": memcached.ProxyPoolFile},
+	}, {
+		name:         "route settings",
+		f:            fixture{spec: `{"proxy":{"enabled":true,"connectTimeout":"250ms","readTimeout":"2s","retryAfter":"2500ms","failureLimit":0}}`, kinds: all},
+		wantProxy:    true,
+		wantDegraded: memcached.ReasonAsExpected,
+		wantEnv: map[string]string{"MEMCACHED_PROXY_CONNECT_TIMEOUT": "0.25", "MEMCACHED_PROXY_READ_TIMEOUT": "2",
+			"MEMCACHED_PROXY_RETRY_WAIT": "3", "MEMCACHED_PROXY_FAILURE_LIMIT": "0"},
+	}, {
+		name:         "the Service observed: status names the endpoint",
+		f:            fixture{spec: `{"proxy":{"enabled":true}}`, kinds: all, children: []any{proxyService}},
+		wantProxy:    true,
+		wantEndpoint: testName + "-proxy." + testNamespace + ".svc:11211",
+		wantDegraded: memcached.ReasonAsExpected,
+	}, {
+		name:         "with discovery too: both",
+		f:            fixture{spec: `{"proxy":{"enabled":true},"discovery":{"enabled":true}}`, kinds: all},
+		wantProxy:    true,
+		wantAgentDep: true,
+		wantDegraded: memcached.ReasonAsExpected,
+	}, {
+		name:         "a CompositeController without ConfigMaps",
+		f:            fixture{spec: `{"proxy":{"enabled":true}}`, kinds: all[:7]},
+		wantDegraded: memcached.ReasonChildKindNotManaged,
+	}, {
+		name:         "a hook without --agent-image",
+		f:            fixture{spec: `{"proxy":{"enabled":true}}`, kinds: all, options: &memcached.Options{}},
+		wantDegraded: memcached.ReasonAgentImageUnset,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.f.run(t, fixedNow)
+			dep, gotProxy := a.proxyChild(t, memcached.DeploymentKey)
+			if gotProxy != tt.wantProxy {
+				t.Fatalf("proxy Deployment in the answer: %v, want %v (children %v)", gotProxy, tt.wantProxy, a.childKeys())
+			}
+			if _, got := a.agentChild(t, memcached.DeploymentKey); got != tt.wantAgentDep {
+				t.Errorf("agent Deployment in the answer: %v, want %v", got, tt.wantAgentDep)
+			}
+			if c := a.condition(t, "Degraded"); c.Reason != string(tt.wantDegraded) {
+				t.Errorf("Degraded = %s (%s), want %s", c.Reason, c.Message, tt.wantDegraded)
+			}
+			if got := a.status.ProxyEndpoint; got != tt.wantEndpoint {
+				t.Errorf("proxyEndpoint = %q, want %q", got, tt.wantEndpoint)
+			}
+			if !tt.wantProxy {
+				return
+			}
+			for _, k := range []string{memcached.ConfigMapKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey} {
+				if _, ok := a.proxyChild(t, k); !ok {
+					t.Errorf("no proxy %s in the answer", k)
+				}
+			}
+			for _, k := range []string{memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey} {
+				if _, ok := a.agentChild(t, k); !ok {
+					t.Errorf("no agent %s in the answer: the pool writer needs it", k)
+				}
+			}
+			cm, _ := a.proxyChild(t, memcached.ConfigMapKey)
+			if got := testutil.GetString(cm, "data", "config.lua"); got != memcached.ProxyConfig {
+				t.Errorf("the proxy's ConfigMap holds %d bytes of config.lua, want proxy.lua's %d", len(got), len(memcached.ProxyConfig))
+			}
+			var d appsv1.Deployment
+			if err := json.Unmarshal(testutil.MustMarshal(t, dep), &d); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			var args []string
+			for _, c := range d.Spec.Template.Spec.Containers {
+				if c.Name == "proxy" {
+					args = c.Args
+					for _, e := range c.Env {
+						env[e.Name] = e.Value
+					}
+				}
+			}
+			if !slices.Contains(args, "proxy_config=routelib,proxy_arg=/etc/memcached-proxy/config.lua") {
+				t.Errorf("proxy args %v", args)
+			}
+			for k, v := range tt.wantEnv {
+				if env[k] != v {
+					t.Errorf("proxy env %s=%q, want %q", k, env[k], v)
+				}
 			}
 		})
 	}

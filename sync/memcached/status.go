@@ -166,6 +166,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	st.SlotTable = slotTable(p, size, pods, now)
 	st.Handoffs = handoffs(p, spec, size, st.SlotTable.Slots, pods, obs)
 	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
+	st.ProxyEndpoint = proxyEndpoint(p, spec, obs)
 
 	avail := available(size, st.ReadyReplicas)
 	if spec == nil && obs.deployment == nil {
@@ -284,11 +285,11 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts O
 		}
 		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
 	}
-	if agentWanted(spec) && opts.AgentImage == "" {
+	if agentIdentityWanted(spec) && opts.AgentImage == "" {
 		if reason == "" {
 			reason = ReasonAgentImageUnset
 		}
-		msgs = append(msgs, "spec.discovery and spec.rollout.keepWarm need the agent, and the hook runs without --agent-image: set it to the hook's own image (the manifests do)")
+		msgs = append(msgs, "spec.discovery, spec.proxy and spec.rollout.keepWarm need the agent, and the hook runs without --agent-image: set it to the hook's own image (the manifests do)")
 	}
 	if missing := missingKinds(spec, obs); len(missing) > 0 {
 		if reason == "" {
@@ -312,9 +313,7 @@ func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
 	if wantsServiceMonitor(s) {
 		need = append(need, ServiceMonitorKey)
 	}
-	if agentWanted(s) {
-		need = append(need, agentKinds(s)...)
-	}
+	need = append(need, neededKinds(s)...)
 	var missing []string
 	for _, k := range need {
 		if !obs.managed[k] && !slices.Contains(missing, k) {

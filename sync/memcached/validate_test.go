@@ -112,6 +112,14 @@ var invalidSpecs = []struct {
 	{"keepWarm with -X", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-X"]}}`, "spec.memcached.extraArgs[0]"},
 	{"keepWarm with no_lru_crawler", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-o","no_lru_crawler"]}}`, "spec.memcached.extraArgs[1]"},
 	{"keepWarm with -B binary", `{"rollout":{"keepWarm":true},"memcached":{"extraArgs":["-B","binary"]}}`, "spec.memcached.extraArgs[1]"},
+	// memcached's proxy has no TLS or SASL to the Pods.
+	{"proxy with tls", `{"proxy":{"enabled":true},"tls":{"secretName":"t"}}`, "spec.proxy.enabled"},
+	{"proxy with auth", `{"proxy":{"enabled":true},"auth":{"secretName":"u"}}`, "spec.proxy.enabled"},
+	{"proxy replicas 0", `{"proxy":{"enabled":true,"replicas":0}}`, "spec.proxy.replicas"},
+	{"proxy threads 65", `{"proxy":{"enabled":true,"threads":65}}`, "spec.proxy.threads"},
+	{"proxy readTimeout 1ms", `{"proxy":{"enabled":true,"readTimeout":"1ms"}}`, "spec.proxy.readTimeout"},
+	{"proxy retryAfter 1h", `{"proxy":{"enabled":true,"retryAfter":"1h"}}`, "spec.proxy.retryAfter"},
+	{"proxy connectTimeout not a duration", `{"proxy":{"enabled":true,"connectTimeout":"soon"}}`, "spec.proxy.connectTimeout"},
 	{"handoffSeconds 5", `{"rollout":{"keepWarm":true,"handoffSeconds":5}}`, "spec.rollout.handoffSeconds"},
 	{"handoffSeconds 7201", `{"rollout":{"keepWarm":true,"handoffSeconds":7201}}`, "spec.rollout.handoffSeconds"},
 	// Metacontroller fails the whole sync for a child whose controller-uid
@@ -390,8 +398,9 @@ func wantArgs(t *testing.T, a syncAnswer, want []string) {
 func TestInvalidName(t *testing.T) {
 	for _, tt := range []struct{ name, spec string }{
 		{"my.cache", ""}, {"1cache", ""}, {strings.Repeat("c", 64), ""},
-		// NAME-discovery names a Service.
+		// NAME-discovery and NAME-proxy name Services.
 		{strings.Repeat("c", 54), `{"discovery":{"enabled":true}}`},
+		{strings.Repeat("c", 58), `{"proxy":{"enabled":true}}`},
 	} {
 		name := tt.name
 		t.Run(name, func(t *testing.T) {

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -343,6 +345,41 @@ const (
 	MaxHandoffSeconds = 7200
 )
 
+// ProxySuffix ends the name of the proxy tier's Service: NAME-proxy.
+const ProxySuffix = "-proxy"
+
+// proxyIntRule bounds an integer of spec.proxy.
+func proxyIntRule(name string, lo, hi int32, value func(*ProxySpec) *int32) Rule {
+	return Rule{
+		On:      "spec.proxy." + name,
+		CEL:     fmt.Sprintf("self >= %d && self <= %d", lo, hi),
+		Message: fmt.Sprintf("proxy.%s must be from %d to %d", name, lo, hi),
+		Holds: func(m *Memcached) bool {
+			if m.Spec.Proxy == nil {
+				return true
+			}
+			v := value(m.Spec.Proxy)
+			return v == nil || (*v >= lo && *v <= hi)
+		},
+	}
+}
+
+// proxyDurationRule bounds a duration of spec.proxy.
+func proxyDurationRule(name string, lo, hi time.Duration, value func(*ProxySpec) *metav1.Duration) Rule {
+	return Rule{
+		On:      "spec.proxy." + name,
+		CEL:     fmt.Sprintf("duration(self) >= duration('%s') && duration(self) <= duration('%s')", lo, hi),
+		Message: fmt.Sprintf("proxy.%s must be from %s to %s", name, lo, hi),
+		Holds: func(m *Memcached) bool {
+			if m.Spec.Proxy == nil {
+				return true
+			}
+			v := value(m.Spec.Proxy)
+			return v == nil || (v.Duration >= lo && v.Duration <= hi)
+		},
+	}
+}
+
 // DiscoverySuffix ends the name of the Service of the configuration
 // endpoint: NAME-discovery.
 const DiscoverySuffix = "-discovery"
@@ -474,6 +511,24 @@ var Rules = func() []Rule {
 		Holds: func(m *Memcached) bool {
 			r := m.Spec.Rollout
 			return r == nil || r.HandoffSeconds == nil || (*r.HandoffSeconds >= MinHandoffSeconds && *r.HandoffSeconds <= MaxHandoffSeconds)
+		},
+	}, {
+		On:      "spec",
+		Field:   ".proxy.enabled",
+		CEL:     "!has(self.proxy) || !has(self.proxy.enabled) || !self.proxy.enabled || (!has(self.tls) && !has(self.auth))",
+		Message: "proxy cannot be used with tls or auth: memcached's proxy in the official images speaks neither TLS nor SASL to the memcached Pods",
+		Holds: func(m *Memcached) bool {
+			s := &m.Spec
+			return s.Proxy == nil || !s.Proxy.Enabled || (s.TLS == nil && s.Auth == nil)
+		},
+	}, {
+		// NAME-proxy names a Service too.
+		On:      "",
+		Field:   ".metadata.name",
+		CEL:     fmt.Sprintf("!has(self.spec.proxy) || !has(self.spec.proxy.enabled) || !self.spec.proxy.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(ProxySuffix)),
+		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.proxy: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(ProxySuffix), "NAME"+ProxySuffix, dns1035LabelMaxLen),
+		Holds: func(m *Memcached) bool {
+			return m.Spec.Proxy == nil || !m.Spec.Proxy.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(ProxySuffix)
 		},
 	}, {
 		// NAME-discovery names a Service too.
@@ -680,5 +735,18 @@ var allRules = func() []Rule {
 		_, rules := st.Schema()
 		all = append(all, rules...)
 	}
-	return append(all, Rules...)
+	all = append(all, Rules...)
+	return append(all, proxyRules...)
 }()
+
+// proxyRules bound spec.proxy's settings; its defaults, applied by the hook
+// (the API server cannot default a field of a struct that is absent), are
+// in package memcached.
+var proxyRules = []Rule{
+	proxyIntRule("replicas", 1, 100, func(p *ProxySpec) *int32 { return p.Replicas }),
+	proxyIntRule("threads", 1, 64, func(p *ProxySpec) *int32 { return p.Threads }),
+	proxyIntRule("failureLimit", 0, 100, func(p *ProxySpec) *int32 { return p.FailureLimit }),
+	proxyDurationRule("connectTimeout", 10*time.Millisecond, time.Minute, func(p *ProxySpec) *metav1.Duration { return p.ConnectTimeout }),
+	proxyDurationRule("readTimeout", 10*time.Millisecond, time.Minute, func(p *ProxySpec) *metav1.Duration { return p.ReadTimeout }),
+	proxyDurationRule("retryAfter", time.Second, 5*time.Minute, func(p *ProxySpec) *metav1.Duration { return p.RetryAfter }),
+}

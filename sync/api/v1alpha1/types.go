@@ -129,6 +129,13 @@ type MemcachedSpec struct {
 	// +optional
 	Discovery *DiscoverySpec `json:"discovery,omitempty"`
 
+	// Proxy runs memcached's own proxy in front of the Pods: one address,
+	// NAME-proxy.NAMESPACE.svc:11211, for clients that cannot follow a
+	// server list. It spreads keys over the Pods by slot, and follows the
+	// slot table without a restart.
+	// +optional
+	Proxy *ProxySpec `json:"proxy,omitempty"`
+
 	// Rollout says what happens to a Pod's items when it leaves.
 	// +optional
 	Rollout *RolloutSpec `json:"rollout,omitempty"`
@@ -143,6 +150,51 @@ type MemcachedSpec struct {
 	// +kubebuilder:validation:Enum=Version;TCP
 	// +optional
 	LivenessCheck LivenessCheck `json:"livenessCheck,omitempty"`
+}
+
+// ProxySpec configures the proxy tier: a Deployment NAME-proxy running
+// spec.image's memcached as a proxy (-o proxy_config=routelib), beside an
+// agent that writes its pool from the slot table, and a Service NAME-proxy.
+// Not with tls or auth: memcached's proxy in the official images has no TLS
+// to its backends and no SASL.
+type ProxySpec struct {
+	// Enabled runs the proxy tier.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// Replicas of the proxy Deployment.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Threads is the proxy's worker threads (-t): the CPUs it may use. Each
+	// thread keeps its own connection to every memcached Pod.
+	// +optional
+	Threads *int32 `json:"threads,omitempty"`
+
+	// Resources of the proxy container; keys left out get defaults
+	// (requests 100m CPU and 64Mi, limit 256Mi).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// ConnectTimeout bounds the proxy's connection to a memcached Pod.
+	// memcached's own default is 5s: a request would wait that long for a
+	// Pod that is gone.
+	// +optional
+	ConnectTimeout *metav1.Duration `json:"connectTimeout,omitempty"`
+
+	// ReadTimeout bounds the wait for a memcached Pod's answer.
+	// +optional
+	ReadTimeout *metav1.Duration `json:"readTimeout,omitempty"`
+
+	// RetryAfter is how long a Pod that failed failureLimit times in a
+	// row is left alone (its keys answered with an error at once), in whole
+	// seconds.
+	// +optional
+	RetryAfter *metav1.Duration `json:"retryAfter,omitempty"`
+
+	// FailureLimit is how many failures in a row mark a Pod bad.
+	// +optional
+	FailureLimit *int32 `json:"failureLimit,omitempty"`
 }
 
 // RolloutSpec says what happens to a Pod's items when it leaves: a rolling
@@ -435,6 +487,11 @@ type MemcachedStatus struct {
 	// Auto Discovery are given, with spec.discovery.
 	// +optional
 	ConfigurationEndpoint string `json:"configurationEndpoint,omitempty"`
+
+	// ProxyEndpoint is the host:port clients of the proxy tier are given,
+	// with spec.proxy.
+	// +optional
+	ProxyEndpoint string `json:"proxyEndpoint,omitempty"`
 
 	// Handoffs are the Pods leaving with items to hand on, and where the
 	// items go (spec.rollout.keepWarm), with the copy's progress as the
