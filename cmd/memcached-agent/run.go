@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
 	fs.StringVar(&cfg.fromFile, "from-file", "", "follow the Memcached in this `file` (as kubectl get memcached NAME -o json or -o yaml prints it), re-read when it changes, instead of the API server")
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
-	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
 	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
@@ -205,13 +205,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		klog.SetSlogLogger(logger)
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
+	// No --listen: the hook runs the agent only for hand-offs, and it
+	// serves no endpoint at all.
+	var ln net.Listener
+	if cfg.listen != "" {
+		if ln, err = net.Listen("tcp", cfg.listen); err != nil {
+			return err
+		}
 	}
 	adminLn, err := net.Listen("tcp", cfg.adminListen)
 	if err != nil {
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 
@@ -230,7 +236,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Observer:       m,
 	}
 	admin := &http.Server{
-		Handler:           adminHandler(pub, &shuttingDown, m),
+		Handler:           adminHandler(pub, ln != nil, &shuttingDown, m),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -239,7 +245,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- endpoint.Serve(ln) }()
+	if ln != nil {
+		go func() { serveErr <- endpoint.Serve(ln) }()
+	}
 	go func() { serveErr <- admin.Serve(adminLn) }()
 
 	followCtx, stopFollowing := context.WithCancel(context.Background())
@@ -264,13 +272,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.fromFile != "" {
 		source = "file " + cfg.fromFile
 	}
-	logger.Info("listening", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
+	address := ""
+	if ln != nil {
+		address = ln.Addr().String()
+	}
+	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
 		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String())
 
 	select {
 	case err := <-serveErr:
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		adminLn.Close()
 		return err
 	case <-ctx.Done():
@@ -287,7 +301,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	endpointErr := endpoint.Shutdown(shutdownCtx)
+	var endpointErr error
+	if ln != nil {
+		endpointErr = endpoint.Shutdown(shutdownCtx)
+	}
 	adminErr := admin.Shutdown(shutdownCtx)
 	if err := errors.Join(endpointErr, adminErr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -296,9 +313,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// adminHandler serves /healthz (200 while the process runs), /readyz (200
-// once a list is served and until shutdown begins) and /metrics.
-func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+// adminHandler serves /healthz (200 while the process runs), /readyz and
+// /metrics. /readyz is 200 once a list is served (with serving false, no
+// endpoint: once the agent follows the Memcached with a good status) and
+// until shutdown begins.
+func adminHandler(pub *serverlist.Publisher, serving bool, shuttingDown *atomic.Bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -310,10 +329,14 @@ func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metri
 		switch cur := pub.Current(); {
 		case shuttingDown.Load():
 			text(w, http.StatusServiceUnavailable, "shutting down")
-		case cur == nil:
+		case cur == nil && serving:
 			text(w, http.StatusServiceUnavailable, "no server list yet")
-		default:
+		case cur == nil:
+			text(w, http.StatusServiceUnavailable, "no good status yet")
+		case serving:
 			text(w, http.StatusOK, fmt.Sprintf("ok: version %d, %d servers", cur.Version, len(cur.Nodes)))
+		default:
+			text(w, http.StatusOK, fmt.Sprintf("ok: following version %d, %d servers (no endpoint)", cur.Version, len(cur.Nodes)))
 		}
 	})
 	mux.Handle("GET /metrics", m.handler())

@@ -452,3 +452,26 @@ func TestRunTLS(t *testing.T) {
 	}
 	a.stdout.waitFor(t, "reloaded TLS certificate", nil)
 }
+
+// TestRunWithoutEndpoint runs the agent as the hook does for hand-offs
+// alone (--listen= empty): it listens on nothing but the admin port, and
+// /readyz says whether it follows the Memcached with a good status.
+func TestRunWithoutEndpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.json")
+	a := startAgent(t, []string{"--listen=", "--memcached=cache", "--from-file=" + path, "--file-poll-interval=20ms"}, nil)
+	if a.addr != "" {
+		t.Errorf("listening on %q with --listen=", a.addr)
+	}
+	admin := "http://" + a.admin
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no good status yet") {
+		t.Errorf("/readyz before a status: %d %q", code, body)
+	}
+	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1", "10.0.0.2"))
+	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "following version 1767225600") {
+		t.Errorf("/readyz with a status: %d %q", code, body)
+	}
+	if err := a.stop(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
+	}
+}
