@@ -234,3 +234,301 @@ func TestReplaced(t *testing.T) {
 
 // place is where slots.Place puts a key of the dump among n slots.
 func place(key string, n int) int { return slots.Place([]byte(key), n) }
+
+// TestPlaced hands a removed Pod's items (and a moved Pod's) each to the
+// slot slots.Place gives its key over the slot table, as the proxy will
+// look for it: none lands elsewhere, and the items of a slot that is not
+// Serving (a hole) or that is the source's own stay behind.
+func TestPlaced(t *testing.T) {
+	tests := []struct {
+		name   string
+		reason v1alpha1.HandoffReason
+		// source is the slot the source holds now (Moved), or -1.
+		source int
+		// wantDone: a leaving source gets the done marker.
+		wantDone bool
+	}{
+		{name: "removed", reason: v1alpha1.HandoffRemoved, source: -1, wantDone: true},
+		{name: "moved", reason: v1alpha1.HandoffMoved, source: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := startServer(t, nextIP(t), 64)
+			b := startServer(t, nextIP(t), 64)
+			src := b
+			if tt.source < 0 {
+				src = startServer(t, nextIP(t), 64)
+			}
+			// Slot 2 is a hole: its Pod runs, but is not Ready.
+			c := startServer(t, nextIP(t), 64)
+			table := []v1alpha1.Slot{serving(0, "cache-a", a.ip), serving(1, "cache-b", b.ip), {Slot: 2, Pod: "cache-c", IP: c.ip, State: v1alpha1.SlotNotReady}}
+			const count = 3000
+			fill(t, src.addr, "item", count, func(i int) int { return 100 + i%1000 }, 0)
+
+			rec := newRecorder()
+			r, _ := newRunner(t, "agent-a", rec, Options{Batch: 50})
+			h := v1alpha1.Handoff{Pod: "cache-src", IP: src.ip, Reason: tt.reason}
+			if tt.source >= 0 {
+				h.Pod, h.Slot, h.To, h.ToIP = "cache-b", slot(int32(tt.source)), "cache-b", b.ip
+			}
+			r.Update([]v1alpha1.Handoff{h}, table)
+			p := rec.final(t, h.Pod, 60*time.Second)
+
+			clients := []*client{newClient(t, a.addr), newClient(t, b.addr), newClient(t, c.addr)}
+			var wantItems, homeless int64
+			for i := range count {
+				k := fmt.Sprintf("item-%d", i)
+				s := place(k, len(table))
+				if s == 2 || s == tt.source {
+					homeless++
+				} else {
+					wantItems++
+				}
+				for j, c := range clients {
+					if j == tt.source {
+						continue
+					}
+					g, ok := c.get(k)
+					switch {
+					case j == s && j != 2 && (!ok || !bytes.Equal(g.value, valueFor(k, 100+i%1000))):
+						t.Fatalf("%s (slot %d) is not on slot %d: %v", k, s, j, ok)
+					case (j != s || j == 2) && ok:
+						t.Fatalf("%s (slot %d) is on slot %d", k, s, j)
+					}
+				}
+			}
+			if homeless == 0 || wantItems == 0 {
+				t.Fatalf("the keys do not test both sides: %d homeless, %d placed", homeless, wantItems)
+			}
+			wantMsg := fmt.Sprintf("%d items had no Serving slot to go to", homeless)
+			if p.State != "Done" || p.Items != wantItems || p.Skipped != 0 || p.Message != wantMsg {
+				t.Errorf("final report %+v, want Done, %d items, message %q", p, wantItems, wantMsg)
+			}
+			from := newClient(t, src.addr)
+			if _, ok := from.get(memcached.DoneKey); ok != tt.wantDone {
+				t.Errorf("done marker on the source: %v, want %v", ok, tt.wantDone)
+			}
+			if v, ok := from.get(CopiedKey); !ok || string(v.value) != jobID(h) {
+				t.Errorf("copied marker %q, %v; want %q", v.value, ok, jobID(h))
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			want := regexp.MustCompile(`^Normal HandedOff: handed on \d+ items \([0-9.]+ MiB\) from ` + h.Pod + ` to (cache-a, cache-b|cache-a) in [0-9.]+ s, 0 already there; ` + wantMsg + `$`)
+			if len(rec.events) != 1 || !want.MatchString(rec.events[0]) {
+				t.Errorf("events %q, want one matching %s", rec.events, want)
+			}
+		})
+	}
+}
+
+// TestCancelled cuts copies short: the entry leaves the status, or the
+// source dies. The destination holds whole items only, each the source's,
+// and the runner goes on to copy what it is asked next.
+func TestCancelled(t *testing.T) {
+	tests := []struct {
+		name string
+		cut  func(r *Runner, src *server, table []v1alpha1.Slot)
+		// wantState is the last report; "" when the report is forgotten.
+		wantState string
+	}{
+		{name: "entry gone", cut: func(r *Runner, _ *server, table []v1alpha1.Slot) { r.Update(nil, table) }},
+		{name: "source killed", cut: func(_ *Runner, src *server, _ []v1alpha1.Slot) { src.kill() }, wantState: "Failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := startServer(t, nextIP(t), 512)
+			dst := startServer(t, nextIP(t), 512)
+			size := func(i int) int { return 50<<10 + i%(100<<10) }
+			const count = 3000
+			fill(t, src.addr, "big", count, size, 0)
+			rec := newRecorder()
+			r, m := newRunner(t, "agent-a", rec, Options{Batch: 20, Retries: 1})
+			table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
+			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
+			r.Update([]v1alpha1.Handoff{h}, table)
+			to := newClient(t, dst.addr)
+			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the copy did not start")
+				}
+			}
+			tt.cut(r, src, table)
+			if tt.wantState == "" {
+				rec.wait(t, "the report forgotten", 30*time.Second, func(r *recorder) bool { return slices.Contains(r.forgot, "cache-old") })
+			} else if p := rec.final(t, "cache-old", 30*time.Second); p.State != tt.wantState || p.Message == "" {
+				t.Errorf("final report %+v, want %s with a message", p, tt.wantState)
+			}
+			n := to.stat("curr_items")
+			if n == 0 || n >= count {
+				t.Errorf("the destination holds %d items: the copy was not cut midway", n)
+			}
+			keys := to.keys()
+			if int64(len(keys)) != n {
+				t.Errorf("%d keys listed, %d items", len(keys), n)
+			}
+			for _, k := range keys {
+				var i int
+				if _, err := fmt.Sscanf(k, "big-%d", &i); err != nil {
+					t.Fatalf("the destination holds %q", k)
+				}
+				if g, ok := to.get(k); !ok || !bytes.Equal(g.value, valueFor(k, size(i))) || g.flags != uint32(i) {
+					t.Fatalf("%s on the destination is not the source's (%d bytes, flags %d)", k, len(g.value), g.flags)
+				}
+			}
+			m.mu.Lock()
+			results := slices.Clone(m.results)
+			m.mu.Unlock()
+			if want := map[string]string{"": ResultCancelled, "Failed": ResultFailed}[tt.wantState]; !slices.Equal(results, []string{want}) {
+				t.Errorf("results %q, want %q", results, want)
+			}
+			if tt.wantState == "" {
+				if _, ok := newClient(t, src.addr).get(LockKey); ok {
+					t.Errorf("a cancelled copy kept its lock")
+				}
+			}
+
+			// The runner goes on: another source, another copy.
+			next := startServer(t, nextIP(t), 64)
+			fill(t, next.addr, "next", 10, func(int) int { return 10 }, 0)
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-next", IP: next.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}}, table)
+			if p := rec.final(t, "cache-next", 30*time.Second); p.State != "Done" || p.Items != 10 {
+				t.Errorf("the next copy: %+v", p)
+			}
+		})
+	}
+}
+
+// TestTwoRunners follows one status with two agents: one copies, the
+// other waits and finds the copy done; every item is written once.
+func TestTwoRunners(t *testing.T) {
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	fill(t, src.addr, "item", 2000, func(i int) int { return 1000 }, 0)
+	recA, recB := newRecorder(), newRecorder()
+	a, _ := newRunner(t, "agent-a", recA, Options{})
+	b, _ := newRunner(t, "agent-b", recB, Options{})
+	table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
+	hs := []v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}}
+	a.Update(hs, table)
+	b.Update(hs, table)
+	deadline := time.Now().Add(30 * time.Second)
+	var reports []v1alpha1.HandoffProgress
+	for len(reports) == 0 || reports[0].State != "Done" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent finished: %+v", reports)
+		}
+		time.Sleep(10 * time.Millisecond)
+		reports = nil
+		for _, rec := range []*recorder{recA, recB} {
+			rec.mu.Lock()
+			if p, ok := rec.last["cache-old"]; ok {
+				reports = append(reports, p)
+			}
+			rec.mu.Unlock()
+		}
+	}
+	// The other one looks a few more times.
+	time.Sleep(2 * time.Second)
+	reports = nil
+	for _, rec := range []*recorder{recA, recB} {
+		rec.mu.Lock()
+		if p, ok := rec.last["cache-old"]; ok {
+			reports = append(reports, p)
+		}
+		rec.mu.Unlock()
+	}
+	if len(reports) != 1 || reports[0].Items != 2000 || reports[0].Skipped != 0 {
+		t.Errorf("reports %+v, want one agent's: 2000 items, none already there", reports)
+	}
+}
+
+// TestRates measures the copy, printed as benchmark lines: items and MiB
+// per second for 64 MiB and 1 GiB of items from 1 KiB to 100 KiB, on
+// loopback (the 1 GiB copy is skipped under -short).
+func TestRates(t *testing.T) {
+	for _, mib := range []int{64, 1024} {
+		t.Run(fmt.Sprintf("%dMiB", mib), func(t *testing.T) {
+			if mib > 64 && testing.Short() {
+				t.Skip("-short")
+			}
+			memory := mib*5/4 + 64
+			src := startServer(t, nextIP(t), memory)
+			dst := startServer(t, nextIP(t), memory)
+			size := func(i int) int { return 1<<10 + (i*7919)%(99<<10) }
+			var count int
+			var total int64
+			for total < int64(mib)<<20 {
+				total += int64(size(count))
+				count++
+			}
+			fill(t, src.addr, "item", count, size, 0)
+			rec := newRecorder()
+			r, _ := newRunner(t, "agent-a", rec, Options{ReportEvery: time.Hour})
+			start := time.Now()
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}},
+				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			p := rec.final(t, "cache-old", 5*time.Minute)
+			took := time.Since(start).Seconds()
+			if p.State != "Done" || p.Items != int64(count) || p.Bytes != total {
+				t.Fatalf("final report %+v, want Done, %d items, %d bytes", p, count, total)
+			}
+			t.Logf("BenchmarkHandoffCopy/%dMiB\t1\t%.0f items/s\t%.1f MiB/s\t%d items\t%.2f s",
+				mib, float64(count)/took, float64(total)/(1<<20)/took, count, took)
+		})
+	}
+}
+
+// TestRefusals copies from and to memcacheds that say no: one that may not
+// dump its keys (-X) or has no LRU crawler fails the copy with its own
+// words; one whose crawler is busy is asked again until it is free; a
+// destination whose items are smaller (-I) refuses the larger ones, and
+// the copy goes on and says so.
+func TestRefusals(t *testing.T) {
+	tests := []struct {
+		name     string
+		srcArgs  []string
+		dstArgs  []string
+		busy     bool
+		wantDone bool
+		wantMsg  string
+	}{
+		{name: "key dump not allowed", srcArgs: []string{"-X"}, wantMsg: "refused to list its keys: ERROR key dump not allowed"},
+		{name: "no LRU crawler", srcArgs: []string{"-o", "no_lru_crawler"}, wantMsg: "refused to list its keys: CLIENT_ERROR lru crawler disabled"},
+		{name: "crawler busy", busy: true, wantDone: true},
+		{name: "items too large for the destination", dstArgs: []string{"-I", "512k"}, wantDone: true,
+			wantMsg: "1 items refused by the destination (SERVER_ERROR object too large for cache)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := startServer(t, nextIP(t), 64, tt.srcArgs...)
+			dst := startServer(t, nextIP(t), 64, tt.dstArgs...)
+			const count = 60000
+			fill(t, src.addr, "item", count, func(int) int { return 10 }, 0)
+			newClient(t, src.addr).set("large", valueFor("large", 600<<10), 0, 0)
+			if tt.busy {
+				// A metadump nobody reads holds the crawler.
+				c := newClient(t, src.addr)
+				c.c.w.WriteString("lru_crawler metadump all\r\n")
+				if err := c.c.flush(); err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(time.Second, c.c.close)
+			}
+			rec := newRecorder()
+			r, _ := newRunner(t, "agent-a", rec, Options{})
+			start := time.Now()
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}},
+				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			p := rec.final(t, "cache-old", 60*time.Second)
+			if got := p.State == "Done"; got != tt.wantDone || !strings.Contains(p.Message, tt.wantMsg) {
+				t.Errorf("final report %+v; want done %v, a message with %q", p, tt.wantDone, tt.wantMsg)
+			}
+			if tt.busy && time.Since(start) < time.Second {
+				t.Errorf("the copy ended in %s, while the crawler was busy for a second", time.Since(start))
+			}
+			if tt.wantDone && p.Items < count {
+				t.Errorf("%d items handed on, want at least %d", p.Items, count)
+			}
+		})
+	}
+}
