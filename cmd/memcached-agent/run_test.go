@@ -183,7 +183,7 @@ func memcachedJSON(version int64, ips ...string) []byte {
 func TestRunHelp(t *testing.T) {
 	flags := []string{"version", "memcached", "namespace", "kubeconfig", "from-file", "file-poll-interval", "listen", "admin-listen",
 		"tls-cert-file", "tls-key-file", "client-ca-file", "tls-min-version", "max-connections", "idle-timeout", "shutdown-delay",
-		"shutdown-timeout", "log-level", "log-format"}
+		"shutdown-timeout", "log-level", "log-format", "report-file", "handoff-lock-ttl"}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"memcached-agent", "--help"}, env(nil), &stdout, &stderr); err != nil {
 		t.Fatalf("run(--help) = %v", err)
@@ -241,6 +241,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{name: "bad value in the environment", args: []string{"--from-file=/x"}, env: map[string]string{"MEMCACHED_AGENT_MEMCACHED": "a", "MEMCACHED_AGENT_IDLE_TIMEOUT": "soon"}, wantErr: "MEMCACHED_AGENT_IDLE_TIMEOUT"},
 		{name: "no API server", args: []string{"--memcached=a", "--namespace=shop"}, wantErr: "reaching the API server"},
 		{name: "a kubeconfig without a cluster", args: []string{"--memcached=a", "--namespace=shop", "--kubeconfig=" + kubeconfig}, wantErr: "reaching the API server"},
+		{name: "lock TTL under 3s", args: []string{"--memcached=a", "--from-file=/x", "--handoff-lock-ttl=1s"}, wantErr: "--handoff-lock-ttl must be at least 3s"},
 		{name: "port out of range", args: []string{"--memcached=a", "--from-file=/x", "--listen=127.0.0.1:99999"}, wantErr: "99999"},
 	}
 	for _, tt := range tests {
