@@ -97,12 +97,12 @@ func (cp *copier) once(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	dumpConn, err := dial(ctx, cp.dial, cp.source, cp.timeout)
+	dumpConn, err := dial(ctx, cp.dial, cp.source, cp.timeout, dumpBufs)
 	if err != nil {
 		return err
 	}
 	defer dumpConn.close()
-	getConn, err := dial(ctx, cp.dial, cp.source, cp.timeout)
+	getConn, err := dial(ctx, cp.dial, cp.source, cp.timeout, getBufs)
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 		if d, ok := dests[to.addr]; ok {
 			return d, nil
 		}
-		c, err := dial(ctx, cp.dial, to.addr, cp.timeout)
+		c, err := dial(ctx, cp.dial, to.addr, cp.timeout, destBufs)
 		if err != nil {
 			return nil, err
 		}

@@ -443,18 +443,29 @@ func TestTwoRunners(t *testing.T) {
 }
 
 // TestRates measures the copy, printed as benchmark lines: items and MiB
-// per second for 64 MiB and 1 GiB of items from 1 KiB to 100 KiB, on
-// loopback (the 1 GiB copy is skipped under -short).
+// per second for 64 MiB and 1 GiB of items from 1 KiB to 100 KiB, and
+// 64 MiB of 1 KiB items, on loopback (the 1 GiB copy is skipped under
+// -short).
 func TestRates(t *testing.T) {
-	for _, mib := range []int{64, 1024} {
-		t.Run(fmt.Sprintf("%dMiB", mib), func(t *testing.T) {
+	mixed := func(i int) int { return 1<<10 + (i*7919)%(99<<10) }
+	for _, tt := range []struct {
+		name string
+		mib  int
+		size func(int) int
+	}{
+		{name: "64MiB", mib: 64, size: mixed},
+		{name: "1GiB", mib: 1024, size: mixed},
+		// Small items show the cost of each item.
+		{name: "64MiB-of-1KiB", mib: 64, size: func(int) int { return 1 << 10 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mib, size := tt.mib, tt.size
 			if mib > 64 && testing.Short() {
 				t.Skip("-short")
 			}
-			memory := mib*5/4 + 64
+			memory := mib*3/2 + 64
 			src := startServer(t, nextIP(t), memory)
 			dst := startServer(t, nextIP(t), memory)
-			size := func(i int) int { return 1<<10 + (i*7919)%(99<<10) }
 			var count int
 			var total int64
 			for total < int64(mib)<<20 {
@@ -472,8 +483,8 @@ func TestRates(t *testing.T) {
 			if p.State != "Done" || p.Items != int64(count) || p.Bytes != total {
 				t.Fatalf("final report %+v, want Done, %d items, %d bytes", p, count, total)
 			}
-			t.Logf("BenchmarkHandoffCopy/%dMiB\t1\t%.0f items/s\t%.1f MiB/s\t%d items\t%.2f s",
-				mib, float64(count)/took, float64(total)/(1<<20)/took, count, took)
+			t.Logf("BenchmarkHandoffCopy/%s\t1\t%.0f items/s\t%.1f MiB/s\t%d items\t%.2f s",
+				tt.name, float64(count)/took, float64(total)/(1<<20)/took, count, took)
 		})
 	}
 }
@@ -530,5 +541,68 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("%d items handed on, want at least %d", p.Items, count)
 			}
 		})
+	}
+}
+
+// TestNoSlot sets the done marker on a leaving Pod that held no slot, and
+// copies nothing.
+func TestNoSlot(t *testing.T) {
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	fill(t, src.addr, "item", 10, func(int) int { return 10 }, 0)
+	rec := newRecorder()
+	r, m := newRunner(t, "agent-a", rec, Options{})
+	r.Update([]v1alpha1.Handoff{{Pod: "cache-extra", IP: src.ip, Reason: v1alpha1.HandoffNoSlot}}, []v1alpha1.Slot{serving(0, "cache-b", dst.ip)})
+	if p := rec.final(t, "cache-extra", 10*time.Second); p.State != "Done" || p.Items != 0 {
+		t.Errorf("final report %+v, want Done with nothing", p)
+	}
+	if _, ok := newClient(t, src.addr).get(memcached.DoneKey); !ok {
+		t.Error("no done marker on the source")
+	}
+	if n := newClient(t, dst.addr).stat("curr_items"); n != 0 {
+		t.Errorf("%d items copied for NoSlot", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.events) != 0 || len(m.results) != 0 {
+		t.Errorf("events %q, results %q for nothing copied", rec.events, m.results)
+	}
+}
+
+// TestEntryChanged changes a hand-off while its copy runs: the copy is
+// cancelled, and the new one starts once it has ended (one copy of a
+// source at a time in a process), then runs to its end.
+func TestEntryChanged(t *testing.T) {
+	src := startServer(t, nextIP(t), 512)
+	first := startServer(t, nextIP(t), 512)
+	second := startServer(t, nextIP(t), 512)
+	const count = 3000
+	fill(t, src.addr, "big", count, func(int) int { return 100 << 10 }, 0)
+	rec := newRecorder()
+	r, m := newRunner(t, "agent-a", rec, Options{Batch: 20})
+	h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-1", ToIP: first.ip}
+	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-1", first.ip)})
+	to := newClient(t, first.addr)
+	for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the copy did not start")
+		}
+	}
+	h.To, h.ToIP = "cache-2", second.ip
+	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-2", second.ip)})
+	p := rec.final(t, "cache-old", 60*time.Second)
+	if p.State != "Done" || p.Items != count {
+		t.Errorf("final report %+v, want Done, %d items", p, count)
+	}
+	if n := to.stat("curr_items"); n >= count {
+		t.Errorf("the first copy was not cancelled: %d items", n)
+	}
+	if n := newClient(t, second.addr).stat("curr_items"); n != count {
+		t.Errorf("the second destination holds %d items, want %d", n, count)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if want := []string{ResultCancelled, ResultDone}; !slices.Equal(m.results, want) {
+		t.Errorf("results %q, want %q", m.results, want)
 	}
 }

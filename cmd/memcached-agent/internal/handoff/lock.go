@@ -34,7 +34,10 @@ func ttlToken(d time.Duration) string {
 }
 
 // tryLock takes the lock if no one holds it (ms in add mode, atomic in
-// memcached), and says who holds it otherwise.
+// memcached), and says who holds it otherwise. A lock in this agent's own
+// name is a previous run of this agent's (a restarted container keeps its
+// Pod's name; one process never runs two copies of a source): it is taken
+// back at once rather than waited out.
 func tryLock(c *conn, self string, ttl time.Duration) (held bool, holder string, err error) {
 	ok, err := c.store(LockKey, []byte(self), "ME "+ttlToken(ttl))
 	if err != nil || ok {
@@ -47,6 +50,15 @@ func tryLock(c *conn, self string, ttl time.Duration) (held bool, holder string,
 	if !found {
 		// Released between the two: the next try takes it.
 		return false, "", nil
+	}
+	if string(v) == self {
+		if err := renewLock(c, self, ttl); err != nil {
+			if errors.Is(err, errLockLost) {
+				return false, "", nil
+			}
+			return false, "", err
+		}
+		return true, self, nil
 	}
 	return false, string(v), nil
 }
@@ -131,7 +143,7 @@ func withControl(ctx context.Context, d Dialer, addr string, timeout time.Durati
 			}
 		}
 		if *c == nil {
-			if *c, err = dial(ctx, d, addr, timeout); err != nil {
+			if *c, err = dial(ctx, d, addr, timeout, controlBufs); err != nil {
 				continue
 			}
 		}

@@ -99,7 +99,7 @@ type client struct {
 
 func newClient(t testing.TB, addr string) *client {
 	t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second)
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func (cl *client) stat(name string) int64 {
 // copier's own dump reader.
 func (cl *client) keys() []string {
 	cl.t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, cl.c.addr, 30*time.Second)
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, cl.c.addr, 30*time.Second, getBufs)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func valueFor(key string, n int) []byte {
 // pipelined (ms q, mn to end each batch), and returns their total bytes.
 func fill(t testing.TB, addr, prefix string, count int, size func(i int) int, ttl int64) int64 {
 	t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second)
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
 	if err != nil {
 		t.Fatal(err)
 	}

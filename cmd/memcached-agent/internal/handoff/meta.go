@@ -22,23 +22,35 @@ type conn struct {
 	timeout time.Duration
 }
 
-// bufSize is each connection's read and write buffer: large enough that a
-// batch of small items goes in one write, small enough for an agent with
-// a 64 MiB memory limit to copy to several destinations at once.
-const bufSize = 256 << 10
+// bufSizes are a connection's read and write buffers, sized for what it
+// carries, so that an agent with a 64 MiB memory limit can copy to a
+// hundred destinations at once.
+type bufSizes struct{ read, write int }
+
+var (
+	// dumpBufs read the key dump: lines of at most about 350 bytes.
+	dumpBufs = bufSizes{read: 64 << 10, write: 4 << 10}
+	// getBufs read the values that stream through to the destinations,
+	// and write pipelined mg lines.
+	getBufs = bufSizes{read: 256 << 10, write: 64 << 10}
+	// destBufs write items and read short answers.
+	destBufs = bufSizes{read: 4 << 10, write: 128 << 10}
+	// controlBufs carry the lock and the markers.
+	controlBufs = bufSizes{read: 4 << 10, write: 4 << 10}
+)
 
 // Dialer opens a connection (the agent's is a net.Dialer; TLS would go
 // here).
 type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
-func dial(ctx context.Context, d Dialer, addr string, timeout time.Duration) (*conn, error) {
+func dial(ctx context.Context, d Dialer, addr string, timeout time.Duration, bufs bufSizes) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	nc, err := d(dctx, "tcp", addr)
 	if err != nil {
 		return nil, &connError{addr: addr, err: err}
 	}
-	return &conn{addr: addr, nc: nc, r: bufio.NewReaderSize(nc, bufSize), w: bufio.NewWriterSize(nc, bufSize), timeout: timeout}, nil
+	return &conn{addr: addr, nc: nc, r: bufio.NewReaderSize(nc, bufs.read), w: bufio.NewWriterSize(nc, bufs.write), timeout: timeout}, nil
 }
 
 // connError is a failure to reach or talk to a memcached: worth trying
@@ -73,7 +85,7 @@ func (c *conn) line() ([]byte, error) {
 	c.nc.SetReadDeadline(time.Now().Add(c.timeout))
 	l, err := c.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		return nil, c.fail(fmt.Errorf("an answer line longer than %d bytes", bufSize))
+		return nil, c.fail(fmt.Errorf("an answer line longer than %d bytes", c.r.Size()))
 	}
 	if err != nil {
 		return nil, c.fail(err)
