@@ -82,8 +82,10 @@ type dest struct {
 	*conn
 	pod     string
 	pending chan pending
-	touched bool
-	done    chan error
+	// batch are this batch's items, handed to the reader once flushed,
+	// so that it never waits for an answer to what was not sent.
+	batch []pending
+	done  chan error
 }
 
 // once runs one attempt of the copy: the key dump on one connection,
@@ -113,13 +115,21 @@ func (cp *copier) once(ctx context.Context) (err error) {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// A failure anywhere ends every goroutine: their connections close.
+	// A failure anywhere ends every goroutine: their connections close,
+	// the destinations' too, whatever is being written to them.
 	var failure atomic.Pointer[error]
+	var connsMu sync.Mutex
+	destConns := []*conn{}
 	fail := func(err error) {
 		if err != nil && failure.CompareAndSwap(nil, &err) {
 			cancel(err)
 			dumpConn.close()
 			getConn.close()
+			connsMu.Lock()
+			for _, c := range destConns {
+				c.close()
+			}
+			connsMu.Unlock()
 		}
 	}
 
@@ -196,8 +206,14 @@ func (cp *copier) once(ctx context.Context) (err error) {
 		if err != nil {
 			return nil, err
 		}
-		d := &dest{conn: c, pod: to.pod, pending: make(chan pending, 4*cp.batch), done: make(chan error, 1)}
+		d := &dest{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1)}
 		dests[to.addr] = d
+		connsMu.Lock()
+		destConns = append(destConns, c)
+		connsMu.Unlock()
+		if failure.Load() != nil {
+			c.close()
+		}
 		go func() {
 			err := d.read(cp.counts)
 			if err != nil {
@@ -258,7 +274,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			header = append(header, " F"...)
 			header = append(header, item.flags...)
 			header = append(header, " ME\r\n"...)
-			d.nc.SetWriteDeadline(time.Now().Add(cp.timeout))
+			d.nc.SetWriteDeadline(time.Now().Add(cp.timeout + bytesTime(item.size)))
 			d.w.Write(header)
 			if err := getConn.copyValue(d.w, item.size); err != nil {
 				err = getConn.fail(err)
@@ -266,22 +282,24 @@ func (cp *copier) once(ctx context.Context) (err error) {
 				return err
 			}
 			d.w.WriteString("\r\n")
-			d.touched = true
-			// Never dropped: the reader takes every answer in order. It
-			// cannot fall more than a batch behind what is flushed.
-			d.pending <- pending{size: item.size}
+			d.batch = append(d.batch, pending{size: item.size})
 		}
 		for _, d := range dests {
-			if !d.touched {
+			if len(d.batch) == 0 {
 				continue
 			}
-			d.touched = false
 			d.w.WriteString("mn\r\n")
 			if err := d.flush(); err != nil {
 				fail(err)
 				return err
 			}
+			// Never dropped: the reader takes every answer in order, of
+			// what was flushed, so it keeps up.
+			for _, p := range d.batch {
+				d.pending <- p
+			}
 			d.pending <- pending{mn: true}
+			d.batch = d.batch[:0]
 		}
 		if ctx.Err() != nil {
 			break

@@ -99,10 +99,14 @@ func (c *conn) flush() error {
 	return c.fail(c.w.Flush())
 }
 
+// bytesTime is what moving n bytes may take beyond the timeout: a second
+// per MiB (items may be as large as memcached's -I, up to 1 GiB).
+func bytesTime(n int64) time.Duration { return time.Duration(n>>20) * time.Second }
+
 // copyValue moves an n-byte value and its \r\n from c's reader to w,
 // without holding it whole.
 func (c *conn) copyValue(w io.Writer, n int64) error {
-	c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.timeout + bytesTime(n)))
 	if _, err := io.CopyN(w, c.r, n); err != nil {
 		return err
 	}
@@ -111,7 +115,7 @@ func (c *conn) copyValue(w io.Writer, n int64) error {
 
 // discard skips an n-byte value and its \r\n.
 func (c *conn) discard(n int64) error {
-	c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+	c.nc.SetReadDeadline(time.Now().Add(c.timeout + bytesTime(n)))
 	if _, err := c.r.Discard(int(n)); err != nil {
 		return c.fail(err)
 	}
