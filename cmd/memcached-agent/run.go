@@ -332,7 +332,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// releasing their locks, so that the other agent takes them over
 	// without waiting for the locks to expire.
 	shuttingDown.Store(true)
-	stopFollowing()
 	handoffs.Stop()
 	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
 	select {
