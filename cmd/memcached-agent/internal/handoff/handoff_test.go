@@ -3,13 +3,17 @@ package handoff
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -513,17 +517,32 @@ func TestRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src := startServer(t, nextIP(t), 64, tt.srcArgs...)
 			dst := startServer(t, nextIP(t), 64, tt.dstArgs...)
-			const count = 60000
-			fill(t, src.addr, "item", count, func(int) int { return 10 }, 0)
+			count, prefix := 1000, "item"
+			if tt.busy {
+				// Another dump that nobody reads holds the crawler, as a
+				// stalled agent's would: enough keys (11 MB of dump lines)
+				// to outgrow memcached's send buffer and a reader's
+				// receive buffer of 4 KiB.
+				count, prefix = 200000, "a-key-long-enough-to-fill-the-buffers-of-the-dump"
+			}
+			fill(t, src.addr, prefix, count, func(int) int { return 10 }, 0)
 			newClient(t, src.addr).set("large", valueFor("large", 600<<10), 0, 0)
 			if tt.busy {
-				// A metadump nobody reads holds the crawler.
-				c := newClient(t, src.addr)
-				c.c.w.WriteString("lru_crawler metadump all\r\n")
-				if err := c.c.flush(); err != nil {
+				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+					var serr error
+					err := rc.Control(func(fd uintptr) {
+						serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+					})
+					return errors.Join(err, serr)
+				}}
+				c, err := d.Dial("tcp", src.addr)
+				if err != nil {
 					t.Fatal(err)
 				}
-				time.AfterFunc(time.Second, c.c.close)
+				if _, err := io.WriteString(c, "lru_crawler mgdump hash\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(time.Second, func() { c.Close() })
 			}
 			rec := newRecorder()
 			r, _ := newRunner(t, "agent-a", rec, Options{})
@@ -537,7 +556,7 @@ func TestRefusals(t *testing.T) {
 			if tt.busy && time.Since(start) < time.Second {
 				t.Errorf("the copy ended in %s, while the crawler was busy for a second", time.Since(start))
 			}
-			if tt.wantDone && p.Items < count {
+			if tt.wantDone && p.Items < int64(count) {
 				t.Errorf("%d items handed on, want at least %d", p.Items, count)
 			}
 		})
