@@ -2,11 +2,13 @@ package main
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 )
@@ -25,6 +27,10 @@ type metrics struct {
 	connsRefused prometheus.Counter
 	commands     *prometheus.CounterVec
 	followErrors *prometheus.CounterVec
+	copies       *prometheus.CounterVec
+	handedItems  prometheus.Counter
+	handedBytes  prometheus.Counter
+	copySeconds  prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -67,8 +73,25 @@ func newMetrics() *metrics {
 			Name: "memcached_agent_follow_errors_total",
 			Help: "Failures to read the Memcached, by source: watch (a list or watch that failed, an expired watch included) or file.",
 		}, []string{"source"}),
+		copies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_handoff_copies_total",
+			Help: "Hand-off copies this agent ran, by result: done, failed, or cancelled (the entry left the status, the agent stopped, or the lock went to the other agent).",
+		}, []string{"result"}),
+		handedItems: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_handoff_items_total",
+			Help: "Items handed on (stored on their destination) by this agent's copies.",
+		}),
+		handedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_handoff_bytes_total",
+			Help: "Bytes of values handed on by this agent's copies.",
+		}),
+		copySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "memcached_agent_handoff_copy_seconds",
+			Help:    "How long this agent's copies took, from taking the source's lock to their end.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
+		}),
 	}
-	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors,
+	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors, m.copies, m.handedItems, m.handedBytes, m.copySeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every label value shows as 0 from the start, so that a rate over it
 	// is defined before the first event.
@@ -80,6 +103,9 @@ func newMetrics() *metrics {
 	}
 	for _, s := range []string{"watch", "file"} {
 		m.followErrors.WithLabelValues(s)
+	}
+	for _, r := range handoff.Results {
+		m.copies.WithLabelValues(r)
 	}
 	return m
 }
@@ -104,3 +130,15 @@ func (m *metrics) ConnClosed()               { m.connsOpen.Dec() }
 func (m *metrics) ConnRefused()              { m.connsRefused.Inc() }
 func (m *metrics) Command(k protocol.Kind)   { m.commands.WithLabelValues(k.String()).Inc() }
 func (m *metrics) followError(source string) { m.followErrors.WithLabelValues(source).Inc() }
+
+// Handed counts items and bytes handed on (handoff.Observer).
+func (m *metrics) Handed(items, bytes int64) {
+	m.handedItems.Add(float64(items))
+	m.handedBytes.Add(float64(bytes))
+}
+
+// Ended counts a copy that ended (handoff.Observer).
+func (m *metrics) Ended(result string, d time.Duration) {
+	m.copies.WithLabelValues(result).Inc()
+	m.copySeconds.Observe(d.Seconds())
+}

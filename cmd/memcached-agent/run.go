@@ -22,8 +22,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -58,6 +62,8 @@ type config struct {
 	shutdownTimeout  time.Duration
 	logLevel         slog.Level
 	logFormat        string
+	reportFile       string
+	handoffLockTTL   time.Duration
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -76,7 +82,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
 	fs.StringVar(&cfg.fromFile, "from-file", "", "follow the Memcached in this `file` (as kubectl get memcached NAME -o json or -o yaml prints it), re-read when it changes, instead of the API server")
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
-	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
 	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
@@ -86,6 +92,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "close a client connection on which nothing came for this long (clients poll every minute or so); also bounds each write and TLS handshake")
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
+	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: source Pod to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
+	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", 15*time.Second, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
 	fs.Usage = func() {
@@ -132,6 +140,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, fmt.Errorf("--max-connections must be positive, got %d", cfg.maxConnections)
 	case cfg.idleTimeout <= 0:
 		return nil, fmt.Errorf("--idle-timeout must be positive, got %s", cfg.idleTimeout)
+	case cfg.handoffLockTTL < 3*time.Second:
+		return nil, fmt.Errorf("--handoff-lock-ttl must be at least 3s (memcached counts TTLs in seconds), got %s", cfg.handoffLockTTL)
 	case cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0:
 		return nil, errors.New("--shutdown-delay and --shutdown-timeout must not be negative")
 	case cfg.logFormat != "json" && cfg.logFormat != "text":
@@ -205,13 +215,46 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		klog.SetSlogLogger(logger)
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
+	// The hand-offs: the copies status.handoffs asks for, reported into
+	// ConfigMap NAME-agent and Events (through the API server), or the
+	// --report-file.
+	self := getenv("POD_NAME")
+	if self == "" {
+		// In a Pod, the hostname is the Pod's name.
+		self, _ = os.Hostname()
+	}
+	var reporters report.Both
+	var kubeReporter *report.Kube
+	if restConfig != nil {
+		if kubeReporter, err = report.NewKube(restConfig, cfg.namespace, cfg.memcached, self); err != nil {
+			return err
+		}
+		reporters = append(reporters, kubeReporter)
+	}
+	if cfg.reportFile != "" {
+		reporters = append(reporters, report.NewFile(cfg.reportFile, logger))
+	}
+	if len(reporters) == 0 {
+		// --from-file without --report-file: the log says it all.
+		reporters = append(reporters, logReporter{logger})
+	}
+	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL}, reporters, m, logger.With("component", "handoff"))
+	defer handoffs.Stop()
+	sink := &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
+
+	// No --listen: the hook runs the agent only for hand-offs, and it
+	// serves no endpoint at all.
+	var ln net.Listener
+	if cfg.listen != "" {
+		if ln, err = net.Listen("tcp", cfg.listen); err != nil {
+			return err
+		}
 	}
 	adminLn, err := net.Listen("tcp", cfg.adminListen)
 	if err != nil {
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 
@@ -230,7 +273,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Observer:       m,
 	}
 	admin := &http.Server{
-		Handler:           adminHandler(pub, &shuttingDown, m),
+		Handler:           adminHandler(pub, ln != nil, &shuttingDown, m),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -239,7 +282,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- endpoint.Serve(ln) }()
+	if ln != nil {
+		go func() { serveErr <- endpoint.Serve(ln) }()
+	}
 	go func() { serveErr <- admin.Serve(adminLn) }()
 
 	followCtx, stopFollowing := context.WithCancel(context.Background())
@@ -248,10 +293,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() {
 		defer following.Done()
 		if cfg.fromFile != "" {
-			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, pub, m.followError, logger)
+			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, sink, m.followError, logger)
 			return
 		}
-		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, pub, m.followError, logger); err != nil {
+		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
 			serveErr <- fmt.Errorf("following the Memcached: %w", err)
 		}
 	}()
@@ -264,21 +309,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.fromFile != "" {
 		source = "file " + cfg.fromFile
 	}
-	logger.Info("listening", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
+	address := ""
+	if ln != nil {
+		address = ln.Addr().String()
+	}
+	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String())
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", self)
 
 	select {
 	case err := <-serveErr:
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		adminLn.Close()
 		return err
 	case <-ctx.Done():
 	}
 
 	// From now on /readyz fails, so that the Service sends new clients to
-	// another agent, while this one still answers.
+	// another agent, while this one still answers. Copies stop at once,
+	// releasing their locks, so that the other agent takes them over
+	// without waiting for the locks to expire.
 	shuttingDown.Store(true)
+	handoffs.Stop()
 	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
 	select {
 	case <-time.After(cfg.shutdownDelay):
@@ -287,7 +341,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	endpointErr := endpoint.Shutdown(shutdownCtx)
+	var endpointErr error
+	if ln != nil {
+		endpointErr = endpoint.Shutdown(shutdownCtx)
+	}
 	adminErr := admin.Shutdown(shutdownCtx)
 	if err := errors.Join(endpointErr, adminErr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -296,9 +353,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// adminHandler serves /healthz (200 while the process runs), /readyz (200
-// once a list is served and until shutdown begins) and /metrics.
-func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+// adminHandler serves /healthz (200 while the process runs), /readyz and
+// /metrics. /readyz is 200 once a list is served (with serving false, no
+// endpoint: once the agent follows the Memcached with a good status) and
+// until shutdown begins.
+func adminHandler(pub *serverlist.Publisher, serving bool, shuttingDown *atomic.Bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -310,12 +369,59 @@ func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metri
 		switch cur := pub.Current(); {
 		case shuttingDown.Load():
 			text(w, http.StatusServiceUnavailable, "shutting down")
-		case cur == nil:
+		case cur == nil && serving:
 			text(w, http.StatusServiceUnavailable, "no server list yet")
-		default:
+		case cur == nil:
+			text(w, http.StatusServiceUnavailable, "no good status yet")
+		case serving:
 			text(w, http.StatusOK, fmt.Sprintf("ok: version %d, %d servers", cur.Version, len(cur.Nodes)))
+		default:
+			text(w, http.StatusOK, fmt.Sprintf("ok: following version %d, %d servers (no endpoint)", cur.Version, len(cur.Nodes)))
 		}
 	})
 	mux.Handle("GET /metrics", m.handler())
 	return mux
+}
+
+// statusSink hands every Memcached the followers see to the list served
+// and, when it is the Memcached followed, its hand-offs to the copier.
+type statusSink struct {
+	pub       *serverlist.Publisher
+	handoffs  *handoff.Runner
+	kube      *report.Kube
+	name      string
+	namespace string
+}
+
+func (s *statusSink) Offer(source string, m *metacontroller.Parent) {
+	s.pub.Offer(source, m)
+	if m.Name != s.name || s.namespace != "" && m.Namespace != "" && m.Namespace != s.namespace {
+		// The publisher has said why.
+		return
+	}
+	if s.kube != nil {
+		s.kube.SetUID(m.UID)
+	}
+	s.handoffs.Update(m.Status.Handoffs, m.Status.SlotTable.Slots)
+}
+
+func (s *statusSink) Refuse(source string, err error) { s.pub.Refuse(source, err) }
+
+// logReporter reports hand-offs into the log alone.
+type logReporter struct{ logger *slog.Logger }
+
+func (l logReporter) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
+	l.logger.Info("hand-off progress", "pod", pod, "state", p.State, "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", p.Seconds, "message", p.Message)
+	return nil
+}
+
+func (l logReporter) Forget(context.Context, string) error { return nil }
+
+func (l logReporter) Event(_ context.Context, warning bool, reason, message string) error {
+	level := slog.LevelInfo
+	if warning {
+		level = slog.LevelWarn
+	}
+	l.logger.Log(context.Background(), level, "event", "reason", reason, "message", message)
+	return nil
 }

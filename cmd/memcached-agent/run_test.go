@@ -183,7 +183,7 @@ func memcachedJSON(version int64, ips ...string) []byte {
 func TestRunHelp(t *testing.T) {
 	flags := []string{"version", "memcached", "namespace", "kubeconfig", "from-file", "file-poll-interval", "listen", "admin-listen",
 		"tls-cert-file", "tls-key-file", "client-ca-file", "tls-min-version", "max-connections", "idle-timeout", "shutdown-delay",
-		"shutdown-timeout", "log-level", "log-format"}
+		"shutdown-timeout", "log-level", "log-format", "report-file", "handoff-lock-ttl"}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"memcached-agent", "--help"}, env(nil), &stdout, &stderr); err != nil {
 		t.Fatalf("run(--help) = %v", err)
@@ -241,6 +241,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{name: "bad value in the environment", args: []string{"--from-file=/x"}, env: map[string]string{"MEMCACHED_AGENT_MEMCACHED": "a", "MEMCACHED_AGENT_IDLE_TIMEOUT": "soon"}, wantErr: "MEMCACHED_AGENT_IDLE_TIMEOUT"},
 		{name: "no API server", args: []string{"--memcached=a", "--namespace=shop"}, wantErr: "reaching the API server"},
 		{name: "a kubeconfig without a cluster", args: []string{"--memcached=a", "--namespace=shop", "--kubeconfig=" + kubeconfig}, wantErr: "reaching the API server"},
+		{name: "lock TTL under 3s", args: []string{"--memcached=a", "--from-file=/x", "--handoff-lock-ttl=1s"}, wantErr: "--handoff-lock-ttl must be at least 3s"},
 		{name: "port out of range", args: []string{"--memcached=a", "--from-file=/x", "--listen=127.0.0.1:99999"}, wantErr: "99999"},
 	}
 	for _, tt := range tests {
@@ -451,4 +452,27 @@ func TestRunTLS(t *testing.T) {
 		t.Errorf("certificate serials served %v: the rotated one was not picked up", served)
 	}
 	a.stdout.waitFor(t, "reloaded TLS certificate", nil)
+}
+
+// TestRunWithoutEndpoint runs the agent as the hook does for hand-offs
+// alone (--listen= empty): it listens on nothing but the admin port, and
+// /readyz says whether it follows the Memcached with a good status.
+func TestRunWithoutEndpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.json")
+	a := startAgent(t, []string{"--listen=", "--memcached=cache", "--from-file=" + path, "--file-poll-interval=20ms"}, nil)
+	if a.addr != "" {
+		t.Errorf("listening on %q with --listen=", a.addr)
+	}
+	admin := "http://" + a.admin
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no good status yet") {
+		t.Errorf("/readyz before a status: %d %q", code, body)
+	}
+	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1", "10.0.0.2"))
+	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "following version 1767225600") {
+		t.Errorf("/readyz with a status: %d %q", code, body)
+	}
+	if err := a.stop(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
+	}
 }

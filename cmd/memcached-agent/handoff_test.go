@@ -1,0 +1,424 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// asAgent makes the test binary the agent itself when the tests start it
+// as a process of its own (to kill it as a Pod dies).
+const asAgent = "MEMCACHED_AGENT_TEST_AS_AGENT"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asAgent) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// This package's memcacheds listen on 127.20.2.N:11211 (the hand-offs
+// name addresses, and memcached's port).
+var lastIP struct {
+	sync.Mutex
+	n int
+}
+
+func nextIP(t *testing.T) string {
+	t.Helper()
+	lastIP.Lock()
+	defer lastIP.Unlock()
+	lastIP.n++
+	return fmt.Sprintf("127.20.2.%d", lastIP.n)
+}
+
+// startMemcached runs memcached 1.6.45 on ip:11211, or skips naming what
+// is missing (fails under CI).
+func startMemcached(t *testing.T, ip string, memoryMB int) string {
+	t.Helper()
+	bin := os.Getenv("MEMCACHED_BIN")
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		msg := fmt.Sprintf("no memcached 1.6.45: MEMCACHED_BIN=%q (make test builds it and sets it)", bin)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this is an error)")
+		}
+		t.Skip(msg)
+	}
+	args := []string{"-l", ip, "-p", "11211", "-U", "0", "-t", "2", "-m", strconv.Itoa(memoryMB)}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "nobody")
+	}
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := net.JoinHostPort(ip, "11211")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached did not listen on %s: %s", addr, stderr.String())
+		}
+	}
+}
+
+// mc is a connection to a memcached.
+type mc struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialMC(t *testing.T, addr string) *mc {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &mc{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+}
+
+func (m *mc) line() string {
+	m.t.Helper()
+	m.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	l, err := m.r.ReadString('\n')
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return strings.TrimSuffix(l, "\r\n")
+}
+
+// fill writes count items of size bytes, key prefix-i, pipelined.
+func (m *mc) fill(prefix string, count, size int) {
+	m.t.Helper()
+	w := bufio.NewWriterSize(m.c, 1<<20)
+	value := bytes.Repeat([]byte("v"), size)
+	for i := range count {
+		fmt.Fprintf(w, "ms %s-%d %d q\r\n%s\r\n", prefix, i, size, value)
+		if i%100 == 99 || i == count-1 {
+			w.WriteString("mn\r\n")
+			if err := w.Flush(); err != nil {
+				m.t.Fatal(err)
+			}
+			if l := m.line(); l != "MN" {
+				m.t.Fatalf("filling: %q", l)
+			}
+		}
+	}
+}
+
+// has tells whether the memcached holds key.
+func (m *mc) has(key string) bool {
+	m.t.Helper()
+	fmt.Fprintf(m.c, "mg %s\r\n", key)
+	switch l := m.line(); l {
+	case "HD":
+		return true
+	case "EN":
+		return false
+	default:
+		m.t.Fatalf("mg %s: %q", key, l)
+		return false
+	}
+}
+
+// items is the number of items the memcached holds.
+func (m *mc) items() int {
+	m.t.Helper()
+	io.WriteString(m.c, "stats\r\n")
+	n := -1
+	for l := m.line(); l != "END"; l = m.line() {
+		if v, ok := strings.CutPrefix(l, "STAT curr_items "); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	return n
+}
+
+// statusJSON is Memcached cache in namespace shop with this slot table and
+// these hand-offs, as kubectl prints it.
+func statusJSON(t *testing.T, version int64, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff) []byte {
+	t.Helper()
+	m := v1alpha1.Memcached{}
+	m.APIVersion, m.Kind = "cache.example.com/v1alpha1", "Memcached"
+	m.Name, m.Namespace = "cache", "shop"
+	size := int32(len(table))
+	m.Spec.Size = &size
+	m.Status.SlotTable = v1alpha1.SlotTable{Version: version, Slots: table}
+	m.Status.Handoffs = handoffs
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is the agent as a process of its own.
+type process struct {
+	name   string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	report string
+	exited chan struct{}
+}
+
+// startProcess runs the agent (this test binary, as the agent) on a
+// status file, writing its reports into a file of its own.
+func startProcess(t *testing.T, name, statusFile string, args ...string) *process {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: name, out: &syncBuffer{}, report: filepath.Join(t.TempDir(), "reports.json"), exited: make(chan struct{})}
+	p.cmd = exec.Command(exe, append([]string{"--memcached=cache", "--from-file=" + statusFile, "--listen=", "--admin-listen=127.0.0.1:0",
+		"--file-poll-interval=20ms", "--report-file=" + p.report, "--log-format=text", "--log-level=debug", "--shutdown-delay=0s"}, args...)...)
+	p.cmd.Env = append(os.Environ(), asAgent+"=1", "POD_NAME="+name)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("%s wrote:\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// progress is the process's last report on pod, if any.
+func (p *process) progress(t *testing.T, pod string) (v1alpha1.HandoffProgress, bool) {
+	t.Helper()
+	b, err := os.ReadFile(p.report)
+	if os.IsNotExist(err) {
+		return v1alpha1.HandoffProgress{}, false
+	}
+	var data map[string]string
+	if err != nil || json.Unmarshal(b, &data) != nil {
+		t.Fatalf("%s's report file: %v\n%s", p.name, err, b)
+	}
+	raw, ok := data[pod]
+	if !ok {
+		return v1alpha1.HandoffProgress{}, false
+	}
+	var pr v1alpha1.HandoffProgress
+	if err := json.Unmarshal([]byte(raw), &pr); err != nil {
+		t.Fatalf("%s's report on %s: %q: %v", p.name, pod, raw, err)
+	}
+	return pr, true
+}
+
+// TestAgentHandsOff runs the whole agent on a status file: while the
+// leaving Pod's hand-off is Waiting nothing is copied; rewritten to
+// Replaced, the report goes Copying then Done, every item arrives and the
+// done marker appears on the source; SIGTERM stops the agent cleanly.
+func TestAgentHandsOff(t *testing.T) {
+	srcIP, dstIP, otherIP := nextIP(t), nextIP(t), nextIP(t)
+	src, dst := startMemcached(t, srcIP, 512), startMemcached(t, dstIP, 512)
+	const count, size = 2000, 100 << 10
+	dialMC(t, src).fill("item", count, size)
+	path := filepath.Join(t.TempDir(), "cache.json")
+	leaving := []v1alpha1.Slot{
+		{Slot: 0, Pod: "cache-old", IP: srcIP, State: v1alpha1.SlotLeaving},
+		{Slot: 1, Pod: "cache-other", IP: otherIP, State: v1alpha1.SlotServing},
+	}
+	testutil.WriteFileAtomic(t, path, statusJSON(t, 1767225600, leaving, []v1alpha1.Handoff{
+		{Pod: "cache-old", IP: srcIP, Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(0))},
+	}))
+	p := startProcess(t, "agent-a", path)
+	time.Sleep(time.Second)
+	if pr, ok := p.progress(t, "cache-old"); ok {
+		t.Errorf("reported %+v on a Waiting hand-off", pr)
+	}
+	if n := dialMC(t, dst).items(); n != 0 {
+		t.Errorf("a Waiting hand-off copied %d items", n)
+	}
+
+	replaced := []v1alpha1.Slot{
+		{Slot: 0, Pod: "cache-new", IP: dstIP, State: v1alpha1.SlotServing},
+		{Slot: 1, Pod: "cache-other", IP: otherIP, State: v1alpha1.SlotServing},
+	}
+	testutil.WriteFileAtomic(t, path, statusJSON(t, 1767225601, replaced, []v1alpha1.Handoff{
+		{Pod: "cache-old", IP: srcIP, Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(0)), To: "cache-new", ToIP: dstIP},
+	}))
+	var states []string
+	var last v1alpha1.HandoffProgress
+	for deadline := time.Now().Add(60 * time.Second); last.State != "Done" && last.State != "Failed"; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no end reported: states %q", states)
+		}
+		pr, ok := p.progress(t, "cache-old")
+		if !ok {
+			continue
+		}
+		if len(states) == 0 || states[len(states)-1] != pr.State {
+			states = append(states, pr.State)
+		}
+		last = pr
+	}
+	if want := []string{"Copying", "Done"}; !slices.Equal(states, want) {
+		t.Errorf("states %q, want %q", states, want)
+	}
+	if last.Items != count || last.Bytes != count*size || last.Skipped != 0 {
+		t.Errorf("final report %+v, want %d items, %d bytes", last, count, count*size)
+	}
+	if n := dialMC(t, dst).items(); n != count {
+		t.Errorf("the destination holds %d items, want %d", n, count)
+	}
+	if !dialMC(t, src).has(memcached.DoneKey) {
+		t.Errorf("no done marker on the source")
+	}
+
+	m := regexp.MustCompile(`admin_address=(\S+)`).FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no admin address in the log:\n%s", p.out.String())
+	}
+	_, metricsText := httpGet(t, "http://"+m[1]+"/metrics")
+	for _, line := range []string{
+		`memcached_agent_handoff_copies_total{result="done"} 1`,
+		`memcached_agent_handoff_copies_total{result="failed"} 0`,
+		"memcached_agent_handoff_items_total 2000",
+		"memcached_agent_handoff_bytes_total 2.048e+08",
+		"memcached_agent_handoff_copy_seconds_count 1",
+	} {
+		if !strings.Contains(metricsText, line+"\n") {
+			t.Errorf("/metrics has no %q", line)
+		}
+	}
+
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("the agent exited %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent did not stop on SIGTERM")
+	}
+	for _, want := range []string{`msg="handed items on"`, `msg=event reason=HandedOff message="handed on 2000 items (195.3 MiB) from cache-old to cache-new in`} {
+		if !strings.Contains(p.out.String(), want) {
+			t.Errorf("the log has no %s", want)
+		}
+	}
+}
+
+// TestAgentsShareACopy runs two agents on one status: one copies, the
+// other waits; killed (SIGKILL, its lock left behind), the copying one is
+// taken over by the other once the lock expires, and the copy finishes.
+func TestAgentsShareACopy(t *testing.T) {
+	srcIP, dstIP := nextIP(t), nextIP(t)
+	src, dst := startMemcached(t, srcIP, 1024), startMemcached(t, dstIP, 1024)
+	const count, size = 6000, 100 << 10
+	dialMC(t, src).fill("item", count, size)
+	path := filepath.Join(t.TempDir(), "cache.json")
+	testutil.WriteFileAtomic(t, path, statusJSON(t, 1767225601,
+		[]v1alpha1.Slot{{Slot: 0, Pod: "cache-new", IP: dstIP, State: v1alpha1.SlotServing}},
+		[]v1alpha1.Handoff{{Pod: "cache-old", IP: srcIP, Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(0)), To: "cache-new", ToIP: dstIP}}))
+	agents := []*process{
+		startProcess(t, "agent-a", path, "--handoff-lock-ttl=3s"),
+		startProcess(t, "agent-b", path, "--handoff-lock-ttl=3s"),
+	}
+	var copying, waiting *process
+	for deadline := time.Now().Add(30 * time.Second); copying == nil; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no agent began copying")
+		}
+		for i, a := range agents {
+			if pr, ok := a.progress(t, "cache-old"); ok {
+				if pr.State != "Copying" {
+					t.Fatalf("%s reported %+v first", a.name, pr)
+				}
+				copying, waiting = a, agents[1-i]
+			}
+		}
+	}
+	// Let it copy some, then kill it as a node dies.
+	for deadline := time.Now().Add(30 * time.Second); dialMC(t, dst).items() < 100; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was copied")
+		}
+	}
+	if pr, ok := waiting.progress(t, "cache-old"); ok {
+		t.Errorf("%s reported %+v while %s copied", waiting.name, pr, copying.name)
+	}
+	copying.cmd.Process.Kill()
+	<-copying.exited
+	killedAt := time.Now()
+	copied := dialMC(t, dst).items()
+	if copied >= count {
+		t.Fatalf("the copy was over before the kill (%d items)", copied)
+	}
+	if !dialMC(t, src).has(handoff.LockKey) {
+		t.Errorf("the killed agent's lock is gone: the test does not test a take-over")
+	}
+
+	var last v1alpha1.HandoffProgress
+	for deadline := time.Now().Add(60 * time.Second); last.State != "Done"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not finish: %+v", waiting.name, last)
+		}
+		last, _ = waiting.progress(t, "cache-old")
+		if last.State == "Failed" {
+			t.Fatalf("%s failed: %+v", waiting.name, last)
+		}
+	}
+	t.Logf("BenchmarkHandoffTakeOver\t1\t%.1f s/op\t(lock TTL 3 s)", time.Since(killedAt).Seconds())
+	if n := dialMC(t, dst).items(); n != count {
+		t.Errorf("the destination holds %d items, want %d", n, count)
+	}
+	if last.Items+last.Skipped != count || last.Skipped < int64(copied) {
+		t.Errorf("%s's report %+v: want %d items in all, at least the %d the killed agent copied already there", waiting.name, last, count, copied)
+	}
+	if !dialMC(t, src).has(memcached.DoneKey) {
+		t.Errorf("no done marker on the source")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,595 @@
+// Package handoff copies the items of memcached Pods that leave (or move
+// slots) to the Pods that take their keys, as the Memcached's status asks
+// (status.handoffs, planned by the hook; see sync/slots.Handoffs), and
+// reports how far each copy got.
+//
+// A copy lists the source's keys with lru_crawler mgdump, reads each item
+// with mg (value, client flags, remaining TTL) and writes it with ms in
+// add mode (ME) to its destination, so that an item the destination
+// already holds, written there since the Pod took the slot and so newer,
+// is never overwritten. Every ms goes whole or not at all: a copy cut
+// short leaves both sides valid.
+//
+// Two agents follow the same status; a lock item on the source (ms in add
+// mode, with a TTL the holder renews) lets one of them copy while the
+// other waits, and takes over if the holder dies.
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// Reporter takes the copies' progress: the agent writes it into the data
+// of ConfigMap NAME-agent (or a file), where the hook reads it.
+type Reporter interface {
+	// Report is a copy's progress, under its source Pod's name.
+	Report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) error
+	// Forget removes the report of a Pod whose hand-off left the status.
+	Forget(ctx context.Context, pod string) error
+	// Event tells users how a copy ended (an Event on the Memcached).
+	Event(ctx context.Context, warning bool, reason, message string) error
+}
+
+// Observer is told what the copies do, for metrics.
+type Observer interface {
+	// Handed counts items and bytes handed on since the last call.
+	Handed(items, bytes int64)
+	// Ended is a copy that ended: done, failed or cancelled.
+	Ended(result string, d time.Duration)
+}
+
+// The results an Observer is told.
+const (
+	ResultDone      = "done"
+	ResultFailed    = "failed"
+	ResultCancelled = "cancelled"
+)
+
+// Results are every result, for metrics that show each from the start.
+var Results = []string{ResultDone, ResultFailed, ResultCancelled}
+
+// Options tune the runner; the zero value of each field takes its
+// default.
+type Options struct {
+	// Self names this agent in the lock (its Pod's name).
+	Self string
+	// Port is memcached's, 11211.
+	Port int
+	// Dial opens connections (a net.Dialer's by default).
+	Dial Dialer
+	// Timeout bounds each connection, read and write (10 s).
+	Timeout time.Duration
+	// Batch is the number of items per pipelined batch (100).
+	Batch int
+	// Retries is how often a copy starts again after a connection
+	// failure (3).
+	Retries int
+	// LockTTL is the lock's TTL, renewed every third of it (15 s): how
+	// long an agent that died holds a copy up.
+	LockTTL time.Duration
+	// ReportEvery is the time between two progress reports (2 s).
+	ReportEvery time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+
+	// beforeGet, in tests, runs before each batch is read from the
+	// source.
+	beforeGet func([]dumpKey)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Port == 0 {
+		o.Port = memcached.Port
+	}
+	if o.Dial == nil {
+		o.Dial = (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Batch == 0 {
+		o.Batch = 100
+	}
+	if o.Retries == 0 {
+		o.Retries = 3
+	}
+	if o.LockTTL == 0 {
+		o.LockTTL = 15 * time.Second
+	}
+	if o.ReportEvery == 0 {
+		o.ReportEvery = 2 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Runner runs the copies the status asks for, each once, and no other.
+type Runner struct {
+	opts     Options
+	reporter Reporter
+	observer Observer
+	logger   *slog.Logger
+
+	// table is the slot table of the last status: Removed and Moved
+	// items go where it says, as it changes.
+	table atomic.Pointer[[]v1alpha1.Slot]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// jobs are the hand-offs of this process by source Pod: running, or
+	// ended (kept so that each runs once).
+	jobs map[string]*job
+	// next is a hand-off to start once the Pod's job ends (its entry
+	// changed: one copy of a source at a time).
+	next map[string]v1alpha1.Handoff
+	// reported are the Pods this process reported on.
+	reported map[string]bool
+	stopped  bool
+}
+
+// job is one hand-off.
+type job struct {
+	id     string
+	cancel context.CancelFunc
+	ended  bool
+	// superseded: its entry changed or went while it ran.
+	superseded bool
+}
+
+// New returns a Runner; Update gives it work, Stop ends it.
+func New(opts Options, reporter Reporter, observer Observer, logger *slog.Logger) *Runner {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runner{
+		opts: opts.withDefaults(), reporter: reporter, observer: observer, logger: logger,
+		ctx: ctx, cancel: cancel,
+		jobs: map[string]*job{}, next: map[string]v1alpha1.Handoff{}, reported: map[string]bool{},
+	}
+}
+
+// jobID identifies a hand-off: its source Pod, reason and destination.
+// The same id is never run twice; another id for the same Pod replaces
+// the one that runs.
+func jobID(h v1alpha1.Handoff) string {
+	slot := "-"
+	if h.Slot != nil {
+		slot = strconv.Itoa(int(*h.Slot))
+	}
+	return strings.Join([]string{string(h.Reason), h.Pod, h.IP, slot, h.To, h.ToIP}, " ")
+}
+
+// wanted tells whether a hand-off asks the agent for anything.
+func wanted(h v1alpha1.Handoff) bool {
+	switch h.Reason {
+	case v1alpha1.HandoffReplaced, v1alpha1.HandoffRemoved, v1alpha1.HandoffMoved, v1alpha1.HandoffNoSlot:
+		return h.Pod != ""
+	}
+	return false
+}
+
+// Update takes a status: its hand-offs and slot table. It starts the
+// copies it asks for that have not run, cancels those whose entry is gone
+// or changed, and forgets the reports of Pods no longer listed. It never
+// blocks on a copy.
+func (r *Runner) Update(handoffs []v1alpha1.Handoff, table []v1alpha1.Slot) {
+	t := slices.Clone(table)
+	r.table.Store(&t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	want := map[string]v1alpha1.Handoff{}
+	for _, h := range handoffs {
+		if _, dup := want[h.Pod]; wanted(h) && !dup {
+			want[h.Pod] = h
+		}
+	}
+	for pod, j := range r.jobs {
+		h, ok := want[pod]
+		if ok && jobID(h) == j.id {
+			continue
+		}
+		if !j.ended {
+			j.cancel()
+			j.superseded = true
+		}
+		if ok {
+			r.next[pod] = h
+		} else {
+			delete(r.next, pod)
+		}
+		if j.ended {
+			r.ended(pod)
+		}
+	}
+	for pod, h := range want {
+		if _, ok := r.jobs[pod]; !ok {
+			r.start(h)
+		}
+	}
+}
+
+// ended moves on from a Pod's job that ended: to the hand-off that
+// replaced it, or, if none, out of the runner, with its report.
+func (r *Runner) ended(pod string) {
+	delete(r.jobs, pod)
+	if h, ok := r.next[pod]; ok {
+		delete(r.next, pod)
+		r.start(h)
+		return
+	}
+	if r.reported[pod] {
+		delete(r.reported, pod)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+			defer cancel()
+			if err := r.reporter.Forget(ctx, pod); err != nil {
+				r.logger.Warn("could not remove a hand-off's report", "pod", pod, "error", err)
+			}
+		}()
+	}
+}
+
+// start runs h; r.mu is held.
+func (r *Runner) start(h v1alpha1.Handoff) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	j := &job{id: jobID(h), cancel: cancel}
+	r.jobs[h.Pod] = j
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer cancel()
+		r.run(ctx, h)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		j.ended = true
+		// Its entry changed or went meanwhile: move on now. Otherwise it
+		// stays, ended, so that it does not run again.
+		if j.superseded && !r.stopped && r.jobs[h.Pod] == j {
+			r.ended(h.Pod)
+		}
+	}()
+}
+
+// Stop cancels every copy and waits for them to release their locks.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+}
+
+// report sends a Pod's progress, and remembers that it did.
+func (r *Runner) report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) {
+	r.mu.Lock()
+	r.reported[pod] = true
+	r.mu.Unlock()
+	if err := r.reporter.Report(ctx, pod, p); err != nil {
+		r.logger.Warn("could not report a hand-off's progress", "pod", pod, "state", p.State, "error", err)
+	}
+}
+
+// run does one hand-off, to its end.
+func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
+	log := r.logger.With("pod", h.Pod, "reason", string(h.Reason))
+	source := net.JoinHostPort(h.IP, strconv.Itoa(r.opts.Port))
+	if h.IP == "" {
+		r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no address for its Pod"))
+		return
+	}
+	if h.Reason == v1alpha1.HandoffNoSlot {
+		// Nothing to copy: the preStop may stop waiting at once.
+		var c *conn
+		start := time.Now()
+		err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, r.opts.Retries, &c, markDone)
+		if c != nil {
+			c.close()
+		}
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			r.report(ctx, h.Pod, v1alpha1.HandoffProgress{State: slots.HandoffFailed, Message: "setting the done marker: " + err.Error()})
+			log.Warn("could not set the done marker", "error", err)
+		default:
+			r.report(ctx, h.Pod, v1alpha1.HandoffProgress{State: slots.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
+			log.Info("nothing to hand on: done marker set")
+		}
+		return
+	}
+
+	var rt route
+	switch h.Reason {
+	case v1alpha1.HandoffReplaced:
+		if h.ToIP == "" {
+			r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no address for the Pod that took the slot"))
+			return
+		}
+		to := destination{addr: net.JoinHostPort(h.ToIP, strconv.Itoa(r.opts.Port)), pod: h.To}
+		rt = func(string) (destination, bool) { return to, true }
+	default:
+		rt = r.place(h)
+	}
+	r.copy(ctx, log, h, source, rt)
+}
+
+// place routes Removed and Moved items: each to the slot its key hashes
+// to in the slot table as it is now, as the proxy does (slots.Place over
+// every slot, in order), when that slot is Serving and not the source.
+func (r *Runner) place(h v1alpha1.Handoff) route {
+	return func(key string) (destination, bool) {
+		table := *r.table.Load()
+		if len(table) == 0 {
+			return destination{}, false
+		}
+		s := table[slots.Place([]byte(key), len(table))]
+		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
+			return destination{}, false
+		}
+		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+	}
+}
+
+// copy takes the source's lock (waiting while another agent holds it,
+// ending if that one finishes), copies while renewing it, marks the
+// source and reports.
+func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string, rt route) {
+	id := jobID(h)
+	leaving := h.Reason != v1alpha1.HandoffMoved
+	var ctl *conn
+	defer func() {
+		if ctl != nil {
+			ctl.close()
+		}
+	}()
+	control := func(f func(*conn) error) error {
+		return withControl(ctx, r.opts.Dial, source, r.opts.Timeout, r.opts.Retries, &ctl, f)
+	}
+
+	waitingFor := ""
+	for {
+		var done, held bool
+		var holder string
+		err := control(func(c *conn) (err error) {
+			if done, err = finished(c, id, leaving); err != nil || done {
+				return err
+			}
+			if held, holder, err = tryLock(c, r.opts.Self, r.opts.LockTTL); err != nil || !held {
+				return err
+			}
+			// It may have finished between the look and the lock.
+			if done, err = finished(c, id, leaving); done {
+				unlock(c, r.opts.Self)
+			}
+			return err
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.failed(ctx, log, h, time.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
+			return
+		case done:
+			log.Info("another agent handed the items on")
+			return
+		case held:
+		default:
+			if holder != waitingFor && holder != "" {
+				waitingFor = holder
+				log.Info("another agent copies; waiting for it to finish, or for its lock to expire", "holder", holder)
+			}
+			select {
+			case <-time.After(r.opts.LockTTL / 5):
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		break
+	}
+
+	start := r.opts.Now()
+	cnt := &counts{}
+	log.Info("handing items on", "from", source, "to", h.To, "to_ip", h.ToIP)
+	r.report(ctx, h.Pod, progress(slots.HandoffCopying, cnt, 0, ""))
+
+	copyCtx, stopCopy := context.WithCancelCause(ctx)
+	defer stopCopy(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.keep(copyCtx, stopCopy, source, log, start, cnt, h.Pod)
+	}()
+	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet}
+	err := cp.run(copyCtx, r.opts.Retries)
+	stopCopy(nil)
+	wg.Wait()
+	r.handed(cnt)
+	took := r.opts.Now().Sub(start)
+
+	// The marker comes before the lock goes: the agent that waits sees
+	// one or the other.
+	if err == nil {
+		err = control(func(c *conn) error { return markFinished(c, id, leaving) })
+		if err != nil {
+			err = fmt.Errorf("marking the copy finished: %w", err)
+		}
+	}
+	release := func() {
+		if ctl == nil {
+			return
+		}
+		// On the way out (a cancelled context), still release the lock, so
+		// that the other agent need not wait for it to expire.
+		ctl.nc.SetDeadline(time.Now().Add(2 * time.Second))
+		if err := unlock(ctl, r.opts.Self); err != nil {
+			log.Debug("could not release the copy's lock", "error", err)
+		}
+	}
+	switch {
+	case err == nil:
+		release()
+		r.observer.Ended(ResultDone, took)
+		p := progress(slots.HandoffDone, cnt, took, summary(cnt))
+		r.report(ctx, h.Pod, p)
+		msg := fmt.Sprintf("handed on %d items (%.1f MiB) from %s to %s in %.1f s, %d already there",
+			p.Items, float64(p.Bytes)/(1<<20), h.Pod, strings.Join(cnt.pods(h), ", "), took.Seconds(), p.Skipped)
+		if p.Message != "" {
+			msg += "; " + p.Message
+		}
+		r.event(ctx, log, false, "HandedOff", msg)
+		log.Info("handed items on", "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", took.Seconds(),
+			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.kept.Load())
+	case errors.Is(err, errLockLost):
+		r.observer.Ended(ResultCancelled, took)
+		log.Warn("stopped copying: another agent holds the lock now")
+	case ctx.Err() != nil:
+		release()
+		r.observer.Ended(ResultCancelled, took)
+		log.Info("copy cancelled", "items", cnt.items.Load())
+	default:
+		release()
+		r.failed(ctx, log, h, start, cnt, err)
+	}
+}
+
+// failed reports a copy that failed.
+func (r *Runner) failed(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, start time.Time, cnt *counts, err error) {
+	took := r.opts.Now().Sub(start)
+	r.observer.Ended(ResultFailed, took)
+	r.report(ctx, h.Pod, progress(slots.HandoffFailed, cnt, took, err.Error()))
+	r.event(ctx, log, true, "HandoffFailed", fmt.Sprintf("handing on the items of %s (%s) failed after %d items: %v", h.Pod, h.Reason, cnt.items.Load(), err))
+	log.Warn("hand-off failed", "error", err, "items", cnt.items.Load())
+}
+
+func (r *Runner) event(ctx context.Context, log *slog.Logger, warning bool, reason, msg string) {
+	if err := r.reporter.Event(ctx, warning, reason, msg); err != nil {
+		log.Warn("could not record an event", "reason", reason, "error", err)
+	}
+}
+
+// keep renews the lock every third of its TTL and stops the copy when
+// the lock is lost, and, apart (a slow API server must not let the lock
+// expire), reports progress every ReportEvery, until ctx ends.
+func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source string, log *slog.Logger, start time.Time, cnt *counts, pod string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		report := time.NewTicker(r.opts.ReportEvery)
+		defer report.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-report.C:
+				r.handed(cnt)
+				r.report(ctx, pod, progress(slots.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
+			}
+		}
+	}()
+
+	var c *conn
+	defer func() {
+		if c != nil {
+			c.close()
+		}
+	}()
+	renew := time.NewTicker(r.opts.LockTTL / 3)
+	defer renew.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, 1, &c, func(c *conn) error {
+				return renewLock(c, r.opts.Self, r.opts.LockTTL)
+			})
+			switch {
+			case errors.Is(err, errLockLost):
+				stop(errLockLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				// The copy's own connections tell whether the source is
+				// gone; the lock may yet be renewed.
+				log.Debug("could not renew the copy's lock", "error", err)
+			}
+		}
+	}
+}
+
+// handed tells the observer what was handed on since the last call.
+func (r *Runner) handed(cnt *counts) {
+	items, bytes := cnt.items.Load(), cnt.bytes.Load()
+	cnt.mu.Lock()
+	di, db := items-cnt.observedItems, bytes-cnt.observedBytes
+	cnt.observedItems, cnt.observedBytes = items, bytes
+	cnt.mu.Unlock()
+	if di > 0 || db > 0 {
+		r.observer.Handed(di, db)
+	}
+}
+
+func progress(state string, cnt *counts, took time.Duration, msg string) v1alpha1.HandoffProgress {
+	return v1alpha1.HandoffProgress{
+		State: state, Items: cnt.items.Load(), Bytes: cnt.bytes.Load(), Skipped: cnt.skipped.Load(),
+		Seconds: int64(took.Seconds()), Message: msg,
+	}
+}
+
+// summary says what a finished copy left behind, if anything.
+func summary(cnt *counts) string {
+	var parts []string
+	if n := cnt.homeless.Load(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d items had no Serving slot to go to", n))
+	}
+	if n := cnt.refused.Load(); n > 0 {
+		cnt.mu.Lock()
+		first := cnt.refusal
+		cnt.mu.Unlock()
+		parts = append(parts, fmt.Sprintf("%d items refused by the destination (%s)", n, first))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// pods are the Pods items were handed to, sorted (the successor for
+// Replaced, even when nothing was copied).
+func (c *counts) pods(h v1alpha1.Handoff) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for p := range c.to {
+		out = append(out, p)
+	}
+	if h.Reason == v1alpha1.HandoffReplaced && len(out) == 0 {
+		out = append(out, h.To)
+	}
+	slices.Sort(out)
+	if len(out) == 0 {
+		out = []string{"no Pod"}
+	}
+	return out
+}

@@ -1,0 +1,386 @@
+package handoff
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// The tests run memcached on 127.20.1.N:11211 (port 11211 because the
+// hand-offs name only addresses): every 127/8 address is the loopback on
+// Linux, and 127.20.1/24 is this package's alone, so that packages tested
+// in parallel never meet.
+var lastIP atomic.Int32
+
+func nextIP(t *testing.T) string {
+	t.Helper()
+	n := lastIP.Add(1)
+	if n > 254 {
+		t.Fatal("out of 127.20.1.N addresses")
+	}
+	return fmt.Sprintf("127.20.1.%d", n)
+}
+
+// memcachedBin is memcached 1.6.45 (MEMCACHED_BIN, which make test sets),
+// or the test skips naming what is missing (fails under CI).
+func memcachedBin(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv("MEMCACHED_BIN")
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		msg := fmt.Sprintf("no memcached 1.6.45: MEMCACHED_BIN=%q (make test builds it and sets it)", bin)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + " (CI is set, so this is an error)")
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// server is a memcached process.
+type server struct {
+	ip, addr string
+	cmd      *exec.Cmd
+	stderr   *bytes.Buffer
+}
+
+// startServer runs memcached on ip:11211 with -m memoryMB and extra args.
+func startServer(t testing.TB, ip string, memoryMB int, args ...string) *server {
+	t.Helper()
+	bin := memcachedBin(t)
+	a := []string{"-l", ip, "-p", "11211", "-U", "0", "-t", "2", "-m", strconv.Itoa(memoryMB)}
+	if os.Geteuid() == 0 {
+		a = append(a, "-u", "nobody")
+	}
+	cmd := exec.Command(bin, append(a, args...)...)
+	s := &server{ip: ip, addr: net.JoinHostPort(ip, "11211"), cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", s.addr)
+		if err == nil {
+			c.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", s.addr, err, s.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *server) kill() {
+	if s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+}
+
+// client is a test's connection to a memcached.
+type client struct {
+	t testing.TB
+	c *conn
+}
+
+func newClient(t testing.TB, addr string) *client {
+	t.Helper()
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	return &client{t: t, c: c}
+}
+
+// set stores an item (ttl 0: none); binary keys are given raw and sent
+// base64.
+func (cl *client) set(key string, value []byte, flags uint32, ttl int64) {
+	cl.t.Helper()
+	f := fmt.Sprintf("F%d T%d", flags, ttl)
+	if k, ok := strings.CutSuffix(key, " b"); ok {
+		key, f = k, f+" b"
+	}
+	ok, err := cl.c.store(key, value, f)
+	if err != nil || !ok {
+		cl.t.Fatalf("ms %s: %v, stored %v", key, err, ok)
+	}
+}
+
+// got is an item as mg sees it.
+type got struct {
+	value []byte
+	flags uint32
+	ttl   int64
+}
+
+// get reads key (with " b" in it for a base64 key): ok false on a miss.
+func (cl *client) get(key string) (got, bool) {
+	cl.t.Helper()
+	answer, err := cl.c.do("mg "+key+" v f t", nil)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	if answer == "EN" {
+		return got{}, false
+	}
+	f := strings.Fields(answer)
+	if len(f) < 4 || f[0] != "VA" {
+		cl.t.Fatalf("mg %s: %q", key, answer)
+	}
+	n, _ := strconv.Atoi(f[1])
+	var g got
+	for _, tok := range f[2:] {
+		switch tok[0] {
+		case 'f':
+			v, _ := strconv.ParseUint(tok[1:], 10, 32)
+			g.flags = uint32(v)
+		case 't':
+			g.ttl, _ = strconv.ParseInt(tok[1:], 10, 64)
+		}
+	}
+	var buf bytes.Buffer
+	if err := cl.c.copyValue(&buf, int64(n)); err != nil {
+		cl.t.Fatal(err)
+	}
+	g.value = buf.Bytes()
+	return g, true
+}
+
+func (cl *client) delete(key string) {
+	cl.t.Helper()
+	if answer, err := cl.c.do("md "+key, nil); err != nil || answer != "HD" {
+		cl.t.Fatalf("md %s: %q %v", key, answer, err)
+	}
+}
+
+// stat returns one of stats' numbers.
+func (cl *client) stat(name string) int64 {
+	cl.t.Helper()
+	cl.c.w.WriteString("stats\r\n")
+	if err := cl.c.flush(); err != nil {
+		cl.t.Fatal(err)
+	}
+	var v int64 = -1
+	for {
+		l, err := cl.c.line()
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		if string(l) == "END" {
+			return v
+		}
+		if f := strings.Fields(string(l)); len(f) == 3 && f[1] == name {
+			v, _ = strconv.ParseInt(f[2], 10, 64)
+		}
+	}
+}
+
+// keys lists every key of a memcached (base64 ones with " b"), with the
+// copier's own dump reader.
+func (cl *client) keys() []string {
+	cl.t.Helper()
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, cl.c.addr, 30*time.Second, getBufs)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	defer c.close()
+	for i := 0; ; i++ {
+		err := startDump(c)
+		if err == errBusy && i < 50 {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			cl.t.Fatal(err)
+		}
+		break
+	}
+	out := make(chan []dumpKey, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- readDump(context.Background(), c, 1000, out, func() {})
+		close(out)
+	}()
+	var keys []string
+	for b := range out {
+		for _, k := range b {
+			if k.binary {
+				keys = append(keys, k.key+" b")
+			} else {
+				keys = append(keys, k.key)
+			}
+		}
+	}
+	if err := <-errc; err != nil {
+		cl.t.Fatal(err)
+	}
+	// The reserved keys are left out by readDump; look for them apart.
+	for _, k := range []string{LockKey, CopiedKey, "__memcached-operator/handoff/done"} {
+		if _, ok := cl.get(k); ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// valueFor is the value a test writes for key: n bytes that depend on the
+// key, so that a value cut or mixed with another's shows.
+func valueFor(key string, n int) []byte {
+	sum := sha256.Sum256([]byte(key))
+	v := bytes.Repeat(sum[:], n/len(sum)+1)[:n]
+	return v
+}
+
+// fill writes count items named prefix-i with sizes from size(i),
+// pipelined (ms q, mn to end each batch), and returns their total bytes.
+func fill(t testing.TB, addr, prefix string, count int, size func(i int) int, ttl int64) int64 {
+	t.Helper()
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	var total int64
+	const batch = 200
+	for i := 0; i < count; i += batch {
+		for j := i; j < min(i+batch, count); j++ {
+			key := fmt.Sprintf("%s-%d", prefix, j)
+			n := size(j)
+			total += int64(n)
+			fmt.Fprintf(c.w, "ms %s %d T%d F%d q\r\n", key, n, ttl, j)
+			c.w.Write(valueFor(key, n))
+			c.w.WriteString("\r\n")
+		}
+		c.w.WriteString("mn\r\n")
+		if err := c.flush(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := c.line()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(l) == "MN" {
+				break
+			}
+			t.Fatalf("filling %s: %q", addr, l)
+		}
+	}
+	return total
+}
+
+// recorder is a Reporter that keeps everything in memory.
+type recorder struct {
+	mu      sync.Mutex
+	states  map[string][]string // by Pod, in order
+	last    map[string]v1alpha1.HandoffProgress
+	events  []string
+	forgot  []string
+	changed chan struct{}
+}
+
+func newRecorder() *recorder {
+	return &recorder{states: map[string][]string{}, last: map[string]v1alpha1.HandoffProgress{}, changed: make(chan struct{}, 1)}
+}
+
+func (r *recorder) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.states[pod]; len(s) == 0 || s[len(s)-1] != p.State {
+		r.states[pod] = append(s, p.State)
+	}
+	r.last[pod] = p
+	r.notify()
+	return nil
+}
+
+func (r *recorder) Forget(_ context.Context, pod string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.forgot = append(r.forgot, pod)
+	delete(r.last, pod)
+	r.notify()
+	return nil
+}
+
+func (r *recorder) Event(_ context.Context, warning bool, reason, message string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kind := "Normal"
+	if warning {
+		kind = "Warning"
+	}
+	r.events = append(r.events, kind+" "+reason+": "+message)
+	r.notify()
+	return nil
+}
+
+func (r *recorder) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until cond holds of the recorder (under its lock).
+func (r *recorder) wait(t testing.TB, what string, timeout time.Duration, cond func(r *recorder) bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		r.mu.Lock()
+		ok := cond(r)
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("waited %s for %s: states %v, last %+v, events %q", timeout, what, r.states, r.last, r.events)
+		}
+	}
+}
+
+// final waits for pod's copy to end and returns its last report.
+func (r *recorder) final(t testing.TB, pod string, timeout time.Duration) v1alpha1.HandoffProgress {
+	t.Helper()
+	r.wait(t, pod+"'s copy to end", timeout, func(r *recorder) bool {
+		s := r.last[pod].State
+		return s == "Done" || s == "Failed"
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[pod]
+}
+
+// meter is an Observer that adds up.
+type meter struct {
+	items, bytes atomic.Int64
+	mu           sync.Mutex
+	results      []string
+}
+
+func (m *meter) Handed(items, bytes int64) { m.items.Add(items); m.bytes.Add(bytes) }
+func (m *meter) Ended(result string, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.results = append(m.results, result)
+}
