@@ -104,8 +104,13 @@ func readDump(ctx context.Context, c *conn, batch int, out chan<- []dumpKey, res
 	}
 }
 
+// parseDumpLine reads one "mg <key>[ b]" line of the dump.
 func parseDumpLine(l []byte) (dumpKey, error) {
-	f := strings.Split(string(l[len("mg "):]), " ")
+	rest, ok := bytes.CutPrefix(l, []byte("mg "))
+	if !ok {
+		return dumpKey{}, fmt.Errorf("a key dump line %q", l)
+	}
+	f := strings.Split(string(rest), " ")
 	switch {
 	case len(f) == 1 && f[0] != "":
 		return dumpKey{key: f[0]}, nil
