@@ -226,8 +226,7 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 		case name == "slotTable" && d.PeekKind() == '{':
 			var raw jsontext.Value
 			if raw, o.err = d.ReadValue(); o.err == nil {
-				var t v1alpha1.SlotTable
-				if json.Unmarshal(raw, &t) == nil {
+				if t, ok := decodeSlotTable(raw); ok {
 					st.SlotTable = t
 				}
 			}
@@ -248,6 +247,19 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 		}
 	}
 	return o.err
+}
+
+// decodeSlotTable reads a slot table the hook wrote. Anything that is not
+// the shape the hook writes gives false: the table is then rebuilt from the
+// Pods, never a request error. (A walk by hand, as for the Pods, was
+// measured: no faster at 1,000 slots, where scanning the tokens is the
+// cost.)
+func decodeSlotTable(raw jsontext.Value) (v1alpha1.SlotTable, bool) {
+	var t v1alpha1.SlotTable
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return v1alpha1.SlotTable{}, false
+	}
+	return t, true
 }
 
 // decodeRelated reads the related objects: the Pods, each walked by hand

@@ -164,6 +164,28 @@ func TestDecodeMemcached(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a slot table with a slot out of range, a fraction or a list where an object goes: left out",
+		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"status":{"slotTable":{"version":3,"slots":[{"slot":4294967296}]}}}`,
+		check: func(t *testing.T, p *metacontroller.Parent) {
+			for _, table := range []string{`{"version":3,"slots":[{"slot":1.5}]}`, `{"version":3,"slots":{"slot":1}}`, `{"version":3,"slots":[{"slot":1,"pod":7}]}`} {
+				q, err := metacontroller.DecodeMemcached([]byte(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"status":{"slotTable":` + table + `}}`))
+				if err != nil || q.Status.SlotTable.Version != 0 || q.Status.SlotTable.Slots != nil {
+					t.Errorf("slot table %s: %+v, %v; want it left out", table, q, err)
+				}
+			}
+			if p.Status.SlotTable.Version != 0 || p.Status.SlotTable.Slots != nil {
+				t.Errorf("slot table %+v, want it left out", p.Status.SlotTable)
+			}
+		},
+	}, {
+		name: "a slot table's unknown fields are skipped",
+		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"status":{"slotTable":{"version":3,"new":{"x":[1]},"slots":[{"slot":0,"pod":"a","ip":"10.0.0.1","state":"Serving","since":"now"}]}}}`,
+		check: func(t *testing.T, p *metacontroller.Parent) {
+			if tb := p.Status.SlotTable; tb.Version != 3 || len(tb.Slots) != 1 || tb.Slots[0].Pod != "a" || tb.Slots[0].State != "Serving" {
+				t.Errorf("slot table %+v", tb)
+			}
+		},
+	}, {
 		name: "a spec that is no Memcached spec is no error",
 		body: `{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"spec":{"size":"two"}}`,
 		check: func(t *testing.T, p *metacontroller.Parent) {
