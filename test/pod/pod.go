@@ -64,7 +64,7 @@ type Image struct {
 type Pod struct {
 	t       testing.TB
 	dir     string
-	sandbox *exec.Cmd
+	sandbox *process
 	// sandboxStdin holds the sandbox open: closing it ends the Pod.
 	sandboxStdin io.Closer
 	spec         corev1.PodSpec
@@ -72,19 +72,19 @@ type Pod struct {
 	images       map[string]Image
 	busybox      string
 	initFailure  *InitFailure
+	endOnce      sync.Once
 
 	mu         sync.Mutex
 	containers map[string]*Container
+	ended      bool
 }
 
 // Container is a running container: one process in the Pod's namespaces.
 type Container struct {
 	Name string
-	cmd  *exec.Cmd
+	proc *process
 	log  *bytes.Buffer
 	mu   *sync.Mutex
-	done chan struct{}
-	err  error
 }
 
 // Options are what the Pod needs besides its template.
@@ -140,7 +140,7 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 	}
 	p := &Pod{t: t, dir: dir, spec: template.Spec, volumes: map[string]string{}, containers: map[string]*Container{}, busybox: bins.busybox}
 	t.Cleanup(func() {
-		p.stop()
+		p.end()
 		if t.Failed() {
 			p.logOutput()
 		}
@@ -231,13 +231,19 @@ func lookup(t testing.TB) binaries {
 		missing = append(missing, "root (namespaces and the Pod's user)")
 	}
 	if len(missing) > 0 {
-		msg := "pod: cannot run Pods here: " + strings.Join(missing, "; ") + " (make test builds and installs them, as root)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
+		unavailable(t, "pod: cannot run Pods here: "+strings.Join(missing, "; ")+" (make test builds and installs them, as root)")
 	}
 	return b
+}
+
+// unavailable skips the test for what the machine lacks, or fails it
+// under CI.
+func unavailable(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so this is an error)")
+	}
+	t.Skip(msg)
 }
 
 // installImages lays out, for each image the Pod knows, a directory of the
@@ -366,16 +372,15 @@ func (p *Pod) startSandbox() {
 	// One writer for both streams: os/exec then never calls it from two
 	// goroutines at once, and its lock covers the reads below.
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	sandbox, err := start(cmd)
+	if err != nil {
 		p.t.Fatalf("pod: starting the sandbox: %v", err)
 	}
-	p.sandbox = cmd
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p.sandbox = sandbox
 	select {
 	case <-ready:
-	case err := <-exited:
-		p.t.Fatalf("pod: the sandbox exited (%v):\n%s", err, out.String())
+	case <-sandbox.done:
+		p.t.Fatalf("pod: the sandbox exited (%v):\n%s", sandbox.err, out.String())
 	case <-time.After(30 * time.Second):
 		p.t.Fatalf("pod: the sandbox did not start within 30s:\n%s", out.String())
 	}
@@ -397,7 +402,7 @@ func (p *Pod) nsenter(c corev1.Container, argv []string) *exec.Cmd {
 			groups = append(groups, strconv.FormatInt(g, 10))
 		}
 	}
-	args := []string{"--target", strconv.Itoa(p.sandbox.Process.Pid), "--net", "--pid", "--mount", "--",
+	args := []string{"--target", strconv.Itoa(p.sandbox.cmd.Process.Pid), "--net", "--pid", "--mount", "--",
 		"setpriv", "--reuid", strconv.FormatInt(uid, 10), "--regid", strconv.FormatInt(gid, 10), "--groups", strings.Join(groups, ","), "--",
 		"env", "-i", "PATH=" + p.pathOf(c), "HOME=/"}
 	for _, e := range c.Env {
@@ -451,17 +456,21 @@ func (p *Pod) Start(name string) *Container {
 	if !ok {
 		p.t.Fatalf("pod: no container %s", name)
 	}
+	p.mu.Lock()
+	ended := p.ended
+	p.mu.Unlock()
+	if ended {
+		p.t.Fatalf("pod: container %s: the Pod has ended", name)
+	}
 	cmd := p.nsenter(c, p.commandOf(c))
-	ctr := &Container{Name: name, cmd: cmd, log: new(bytes.Buffer), mu: new(sync.Mutex), done: make(chan struct{})}
+	ctr := &Container{Name: name, log: new(bytes.Buffer), mu: new(sync.Mutex)}
 	cmd.Stdout = lockedWriter{ctr.mu, ctr.log}
 	cmd.Stderr = lockedWriter{ctr.mu, ctr.log}
-	if err := cmd.Start(); err != nil {
+	proc, err := start(cmd)
+	if err != nil {
 		p.t.Fatalf("pod: starting container %s: %v", name, err)
 	}
-	go func() {
-		ctr.err = cmd.Wait()
-		close(ctr.done)
-	}()
+	ctr.proc = proc
 	p.mu.Lock()
 	if old := p.containers[name]; old != nil {
 		old.kill()
@@ -505,31 +514,38 @@ func (p *Pod) Exec(container string, argv []string, timeout time.Duration) (int,
 }
 
 func (p *Pod) exec(c corev1.Container, argv []string, timeout time.Duration) (int, string) {
+	code, out, err := p.run(c, argv, timeout)
+	if err != nil {
+		p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+	}
+	return code, out
+}
+
+// run is exec without the test: it can run on any goroutine.
+func (p *Pod) run(c corev1.Container, argv []string, timeout time.Duration) (int, string, error) {
 	cmd := p.nsenter(c, argv)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+	proc, err := start(cmd)
+	if err != nil {
+		return 0, "", err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
+	case <-proc.done:
 		var exit *exec.ExitError
 		switch {
-		case err == nil:
-			return 0, out.String()
-		case errors.As(err, &exit):
-			return exit.ExitCode(), out.String()
+		case proc.err == nil:
+			return 0, out.String(), nil
+		case errors.As(proc.err, &exit):
+			return exit.ExitCode(), out.String(), nil
 		default:
-			p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+			return 0, out.String(), proc.err
 		}
 	case <-time.After(timeout):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return -1, out.String()
+		proc.signalGroup(syscall.SIGKILL)
+		<-proc.done
+		return -1, out.String(), nil
 	}
-	return 0, ""
 }
 
 // Probe runs a container's probe once, as kubelet would, and tells whether
@@ -616,7 +632,7 @@ func (p *Pod) inNetns(f func() error) error {
 			return
 		}
 		defer home.Close()
-		target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.sandbox.Process.Pid))
+		target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.sandbox.cmd.Process.Pid))
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- err
@@ -642,7 +658,7 @@ func (p *Pod) inNetns(f func() error) error {
 // State describes the Pod for a failure message: its processes and the
 // sockets they listen on.
 func (p *Pod) State() string {
-	pid := strconv.Itoa(p.sandbox.Process.Pid)
+	pid := strconv.Itoa(p.sandbox.cmd.Process.Pid)
 	out, err := exec.Command("nsenter", "--target", pid, "--net", "--pid", "--mount", "--", "sh", "-c",
 		"ps -eo pid,user,stat,args 2>/dev/null || ps; ss -ltnp").CombinedOutput()
 	if err != nil {
@@ -654,7 +670,7 @@ func (p *Pod) State() string {
 	defer p.mu.Unlock()
 	for name, c := range p.containers {
 		if done, err := c.Exited(); done {
-			fmt.Fprintf(&b, "container %s exited: %v (%s)\n", name, err, c.cmd.ProcessState)
+			fmt.Fprintf(&b, "container %s exited: %v (%s)\n", name, err, c.proc.cmd.ProcessState)
 		} else {
 			fmt.Fprintf(&b, "container %s runs\n", name)
 		}
@@ -752,24 +768,20 @@ func (p *Pod) writeSecret(v corev1.Volume, files map[string][]byte) {
 	}
 }
 
-// Signal sends a signal to a container's process (SIGSTOP, SIGCONT).
+// Signal sends a signal to every process of the container (SIGSTOP,
+// SIGCONT).
 func (c *Container) Signal(sig syscall.Signal) error {
 	// nsenter forks the container's process: signal the whole group.
-	return syscall.Kill(-c.cmd.Process.Pid, sig)
+	return c.proc.signalGroup(sig)
 }
 
 // PID is the container's process as this machine numbers it, which stays
 // the same for as long as the process lives.
 func (c *Container) PID(t testing.TB) int {
 	t.Helper()
-	// nsenter's child is the container's program.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.cmd.Process.Pid, c.cmd.Process.Pid))
+	pid, err := childOf(c.proc.cmd.Process.Pid)
 	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.Fields(string(b) + " 0")[0]))
-	if err != nil || pid == 0 {
-		t.Fatalf("pod: container %s has no process (%q)", c.Name, b)
+		t.Fatalf("pod: container %s has no process: %v", c.Name, err)
 	}
 	return pid
 }
@@ -777,8 +789,8 @@ func (c *Container) PID(t testing.TB) int {
 // Exited tells whether the container's process has ended, and how.
 func (c *Container) Exited() (bool, error) {
 	select {
-	case <-c.done:
-		return true, c.err
+	case <-c.proc.done:
+		return true, c.proc.err
 	default:
 		return false, nil
 	}
@@ -787,8 +799,8 @@ func (c *Container) Exited() (bool, error) {
 // Wait waits up to timeout for the container to end.
 func (c *Container) Wait(timeout time.Duration) (bool, error) {
 	select {
-	case <-c.done:
-		return true, c.err
+	case <-c.proc.done:
+		return true, c.proc.err
 	case <-time.After(timeout):
 		return false, nil
 	}
@@ -802,28 +814,37 @@ func (c *Container) Output() string {
 }
 
 func (c *Container) kill() {
-	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	<-c.done
+	c.proc.signalGroup(syscall.SIGKILL)
+	<-c.proc.done
 }
 
-// stop kills every container, then the sandbox.
-func (p *Pod) stop() {
-	p.mu.Lock()
-	for _, c := range p.containers {
-		c.kill()
-	}
-	p.mu.Unlock()
-	if p.sandbox != nil && p.sandbox.Process != nil {
-		p.sandboxStdin.Close()
-		p.sandbox.Process.Kill()
-	}
+// end removes the Pod, as kubelet removes a sandbox: every process of the
+// Pod is killed, then the sandbox. It runs once.
+func (p *Pod) end() {
+	p.endOnce.Do(func() {
+		p.mu.Lock()
+		p.ended = true
+		containers := make([]*Container, 0, len(p.containers))
+		for _, c := range p.containers {
+			containers = append(containers, c)
+		}
+		p.mu.Unlock()
+		for _, c := range containers {
+			c.kill()
+		}
+		if p.sandbox != nil {
+			p.sandboxStdin.Close()
+			p.sandbox.cmd.Process.Kill()
+			<-p.sandbox.done
+		}
+	})
 }
 
 func (p *Pod) logOutput() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, c := range p.containers {
-		p.t.Logf("pod: ---- container %s (%v) ----\n%s", name, c.cmd.Args, c.Output())
+		p.t.Logf("pod: ---- container %s (%v) ----\n%s", name, c.proc.cmd.Args, c.Output())
 	}
 }
 
