@@ -6,19 +6,38 @@
 // from source, memcached_exporter, busybox for what the Alpine image's
 // shell offers), as the template's user, in network, PID and mount
 // namespaces of the Pod's own, with its volumes mapped to temporary
-// directories (Secrets laid out the way kubelet writes them).
+// directories (Secrets laid out the way kubelet writes them). Several
+// Pods run at once, as a Deployment's replicas do.
+//
+// Each Pod has an address, as a Pod IP (IP, Addr): a veth pair, its eth0
+// in the Pod, its host end on this machine, on a /30 of the Pod range
+// (10.244.0.0/16 unless the machine routes it; network.go says how the
+// range is chosen and how Pods, and test processes running at once, never
+// take the same addresses). memcached listening on its port with no -l
+// answers the test process at Addr(11211), as it answers clients in a
+// cluster; Dial still reaches 127.0.0.1 inside the Pod, as another
+// container would. A Pod reaches the machine at HostIP and nothing else:
+// not another Pod. Nothing of the network outlives the Pod: its veth pair
+// goes with it, however the test process ends (a test, a panic, SIGKILL),
+// and the harness fails the test if an interface or a route of the Pod
+// is left.
 //
 // It stands in for a node: not for the API server, the scheduler or the
 // Deployment controller, which the integration and end-to-end suites run.
 // What it proves is that what the hook writes into the template works
 // against the real binaries: memcached starts with exactly the settings
 // the spec asks for, probes see what they should, sidecars do their job.
+// Unlike a node's, every container of a Pod shares one PID namespace
+// (whose PID 1 is the sandbox's shell), as with shareProcessNamespace; and
+// once a Pod has ended, its address leads wherever the machine's default
+// route leads (on some machines a proxy answers there): check for
+// memcached's answer, not for a refused connection.
 //
-// It needs root (namespaces, another user), util-linux's nsenter and
-// setpriv, iproute2's ip and busybox, and finds memcached and the exporter
-// through MEMCACHED_BIN and MEMCACHED_EXPORTER_BIN (make test sets them;
-// make test-tools builds them). Without them a test skips, naming what is missing, unless CI is
-// set, in which case it fails.
+// It needs root (namespaces, another user, veth pairs), util-linux's
+// nsenter and setpriv, iproute2's ip and busybox, and finds memcached and
+// the exporter through MEMCACHED_BIN and MEMCACHED_EXPORTER_BIN (make
+// test sets them; make test-tools builds them). Without them a test skips,
+// naming what is missing, unless CI is set, in which case it fails.
 package pod
 
 import (
@@ -72,6 +91,7 @@ type Pod struct {
 	images       map[string]Image
 	busybox      string
 	initFailure  *InitFailure
+	net          *network
 	endOnce      sync.Once
 
 	mu         sync.Mutex
@@ -168,6 +188,15 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 		}
 	}
 	p.startSandbox()
+	// kubelet sets up the sandbox's network before any container.
+	n, err := startNetwork(bins.ip, p.sandbox.cmd.Process.Pid)
+	p.net = n // what there is of it, for end to remove
+	if errors.Is(err, errNoVeth) {
+		unavailable(t, "pod: cannot run Pods here: "+err.Error())
+	}
+	if err != nil {
+		t.Fatalf("pod: the Pod's network: %v", err)
+	}
 	for _, c := range template.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			p.Start(c.Name) // a native sidecar
@@ -356,7 +385,8 @@ func (p *Pod) startSandbox() {
 	}
 	// The shell then waits for its standard input to end, which happens
 	// when the test process ends, however it ends: as PID 1 of the Pod's
-	// namespace, its exit kills every process of the Pod.
+	// namespace, its exit kills every process of the Pod, and the network
+	// namespace goes, with the Pod's veth pair (network.go).
 	script.WriteString("ip link set lo up\necho ready\nread -r _\n")
 	cmd := exec.Command("/bin/sh", "-c", script.String())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -660,7 +690,7 @@ func (p *Pod) inNetns(f func() error) error {
 func (p *Pod) State() string {
 	pid := strconv.Itoa(p.sandbox.cmd.Process.Pid)
 	out, err := exec.Command("nsenter", "--target", pid, "--net", "--pid", "--mount", "--", "sh", "-c",
-		"ps -eo pid,user,stat,args 2>/dev/null || ps; ss -ltnp").CombinedOutput()
+		"ps -eo pid,user,stat,args 2>/dev/null || ps; ss -ltnp; ip -4 -br addr").CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("(no state: %v) %s", err, out)
 	}
@@ -819,7 +849,11 @@ func (c *Container) kill() {
 }
 
 // end removes the Pod, as kubelet removes a sandbox: every process of the
-// Pod is killed, then the sandbox. It runs once.
+// Pod is killed, its veth pair deleted (while the sandbox still holds the
+// namespace, so that the interface's name is still the Pod's), the
+// sandbox ended; and it checks that nothing of the Pod's network is left
+// on the machine. It runs once: from Terminate, Kill or the test's
+// cleanup.
 func (p *Pod) end() {
 	p.endOnce.Do(func() {
 		p.mu.Lock()
@@ -832,10 +866,20 @@ func (p *Pod) end() {
 		for _, c := range containers {
 			c.kill()
 		}
+		if p.net != nil {
+			if err := p.net.remove(); err != nil {
+				p.t.Errorf("pod: %v", err)
+			}
+		}
 		if p.sandbox != nil {
 			p.sandboxStdin.Close()
 			p.sandbox.cmd.Process.Kill()
 			<-p.sandbox.done
+		}
+		if p.net != nil {
+			if left := p.net.leftovers(10 * time.Second); len(left) > 0 {
+				p.t.Errorf("pod: the Pod left on the machine: %s", strings.Join(left, "; "))
+			}
 		}
 	})
 }
