@@ -159,6 +159,8 @@ func TestNothingLeftBehind(t *testing.T) {
 		name string
 		end  func(p *Pod)
 	}{
+		{"Terminate", func(p *Pod) { p.Terminate() }},
+		{"Kill", func(p *Pod) { p.Kill() }},
 		{"the test's cleanup", nil},
 	}
 	for _, tt := range inProcess {

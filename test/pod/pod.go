@@ -22,16 +22,24 @@
 // and the harness fails the test if an interface or a route of the Pod
 // is left.
 //
+// A Pod ends as kubelet ends it (terminate.go): Terminate runs each
+// container's preStop (exec or sleep) within the Pod's
+// terminationGracePeriodSeconds, sends SIGTERM, and SIGKILL once the rest
+// of the grace period has passed, and reports how long each step took and
+// whether the preStop ran out of time; Kill loses the Pod without grace,
+// as a lost node does. The test's end kills whatever is left.
+//
 // It stands in for a node: not for the API server, the scheduler or the
 // Deployment controller, which the integration and end-to-end suites run.
 // What it proves is that what the hook writes into the template works
 // against the real binaries: memcached starts with exactly the settings
-// the spec asks for, probes see what they should, sidecars do their job.
-// Unlike a node's, every container of a Pod shares one PID namespace
-// (whose PID 1 is the sandbox's shell), as with shareProcessNamespace; and
-// once a Pod has ended, its address leads wherever the machine's default
-// route leads (on some machines a proxy answers there): check for
-// memcached's answer, not for a refused connection.
+// the spec asks for, probes see what they should, sidecars do their job,
+// a preStop keeps memcached serving as long as it should. Unlike a node's,
+// every container of a Pod shares one PID namespace (whose PID 1 is the
+// sandbox's shell), as with shareProcessNamespace; and once a Pod has
+// ended, its address leads wherever the machine's default route leads
+// (on some machines a proxy answers there): check for memcached's answer,
+// not for a refused connection.
 //
 // It needs root (namespaces, another user, veth pairs), util-linux's
 // nsenter and setpriv, iproute2's ip and busybox, and finds memcached and
