@@ -196,13 +196,14 @@ func TestNothingLeftBehind(t *testing.T) {
 			}
 			var n network
 			var pid int
+			var dir string
 			scanner := bufio.NewScanner(stdout)
 			for scanner.Scan() {
 				line := scanner.Text()
 				output.WriteString(line + "\n")
 				if rest, ok := strings.CutPrefix(line, "helper pod: "); ok {
 					var subnet string
-					if _, err := fmt.Sscan(rest, &n.iface, &n.ifindex, &subnet, &pid); err != nil {
+					if _, err := fmt.Sscan(rest, &n.iface, &n.ifindex, &subnet, &pid, &dir); err != nil {
 						t.Fatalf("%q: %v", line, err)
 					}
 					n.subnet, n.ip = netip.MustParsePrefix(subnet), "ip"
@@ -219,6 +220,12 @@ func TestNothingLeftBehind(t *testing.T) {
 			began := time.Now()
 			checkGone(t, &n, pid)
 			t.Logf("BenchmarkPodGoneAfterTestProcess/%s\t1\t%.1f ms", mode, float64(time.Since(began).Microseconds())/1000)
+			// The Pod's files are the test's cleanup's to remove, which a
+			// killed process does not run.
+			if _, err := os.Stat(dir); err == nil && mode != "sigkill" {
+				t.Errorf("the Pod's directory %s is left", dir)
+			}
+			os.RemoveAll(dir)
 		})
 	}
 }
@@ -228,8 +235,8 @@ const helperEnv = "POD_TEST_HELPER"
 
 // TestHelperPod, run by TestNothingLeftBehind in a process of its own,
 // starts a Pod, prints its host interface, the index of that interface,
-// its subnet and memcached's PID, and ends as told: returns, panics, or
-// waits to be killed.
+// its subnet, memcached's PID and the Pod's directory, and ends as told:
+// returns, panics, or waits to be killed.
 func TestHelperPod(t *testing.T) {
 	mode := os.Getenv(helperEnv)
 	if mode == "" {
@@ -237,7 +244,7 @@ func TestHelperPod(t *testing.T) {
 	}
 	p := Run(t, testPod(30, memcachedContainer("memcached", 11211)), Options{})
 	waitVersion(t, p.Addr(11211))
-	fmt.Printf("helper pod: %s %d %s %d\n", p.net.iface, p.net.ifindex, p.net.subnet, p.Container("memcached").PID(t))
+	fmt.Printf("helper pod: %s %d %s %d %s\n", p.net.iface, p.net.ifindex, p.net.subnet, p.Container("memcached").PID(t), p.dir)
 	switch mode {
 	case "panic":
 		panic("on purpose")
