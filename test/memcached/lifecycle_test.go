@@ -124,17 +124,21 @@ func TestTermination(t *testing.T) {
 	sleep := time.Duration(plain.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds) * time.Second
 	const handoff = 10 * time.Second
 	keepWarm := fmt.Sprintf(`{"rollout":{"keepWarm":true,"handoffSeconds":%d}}`, int(handoff.Seconds()))
+	// The preStop's end in each case must be in [from, to). The item is
+	// set a moment after Terminate starts the preStop: the lower bound
+	// allows that much. The keepWarm preStop counts handoffSeconds with
+	// date +%s, in whole seconds: it may stop up to a second early.
+	const started = 500 * time.Millisecond
 	tests := []struct {
 		name string
 		spec string
 		// doneAt is when the test sets the done item, 0 for never.
-		doneAt time.Duration
-		// The preStop must end in [from, to).
+		doneAt   time.Duration
 		from, to time.Duration
 	}{
 		{name: "plain", spec: `{}`, from: sleep, to: sleep + terminateSlack},
-		{name: "keepWarm, done", spec: keepWarm, doneAt: sleep + 3*time.Second, from: sleep + 3*time.Second, to: sleep + 3*time.Second + handoffPollSlack},
-		{name: "keepWarm, never done", spec: keepWarm, from: sleep + handoff, to: sleep + handoff + handoffPollSlack},
+		{name: "keepWarm, done", spec: keepWarm, doneAt: sleep + 3*time.Second, from: sleep + 3*time.Second - started, to: sleep + 3*time.Second + handoffPollSlack},
+		{name: "keepWarm, never done", spec: keepWarm, from: sleep + handoff - time.Second, to: sleep + handoff + handoffPollSlack},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
