@@ -580,8 +580,7 @@ func (p *Pod) run(c corev1.Container, argv []string, timeout time.Duration) (int
 			return 0, out.String(), proc.err
 		}
 	case <-time.After(timeout):
-		proc.signalGroup(syscall.SIGKILL)
-		<-proc.done
+		proc.kill()
 		return -1, out.String(), nil
 	}
 }
@@ -851,10 +850,7 @@ func (c *Container) Output() string {
 	return c.log.String()
 }
 
-func (c *Container) kill() {
-	c.proc.signalGroup(syscall.SIGKILL)
-	<-c.proc.done
-}
+func (c *Container) kill() { c.proc.kill() }
 
 // end removes the Pod, as kubelet removes a sandbox: every process of the
 // Pod is killed, its veth pair deleted (while the sandbox still holds the

@@ -22,7 +22,8 @@ import (
 // Signals to a group are sent only while the leader is not reaped: until
 // then its PID, which is the group's ID, cannot go to another process.
 // Machines with a small pid_max (32768 is common) reuse PIDs soon; a kill
-// of a reaped group's ID could reach someone else's processes.
+// of a reaped group's ID could reach someone else's processes. To kill a
+// container, every process of the group but nsenter is killed (kill).
 type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once it is reaped
@@ -67,6 +68,64 @@ func (pr *process) signalGroup(sig syscall.Signal) error {
 		return os.ErrProcessDone
 	}
 	return syscall.Kill(-pr.cmd.Process.Pid, sig)
+}
+
+// kill kills every process of the group and waits for the leader to
+// end. nsenter itself gets no signal: it reaps the program, which it forks
+// into the Pod's PID namespace, and exits with the program's signal. Were
+// nsenter killed with the rest, the program's zombie would go to the
+// machine's init (nsenter is outside the Pod), and the Pod's PID 1 could
+// not exit before that init reaped it (about a second here).
+func (pr *process) kill() {
+	pr.killMembers()
+	select {
+	case <-pr.done:
+	case <-time.After(5 * time.Second):
+		pr.signalGroup(syscall.SIGKILL) // nsenter did not end: all of it
+		<-pr.done
+	}
+}
+
+// killMembers sends SIGKILL to every process of the group but its leader,
+// each through a pidfd opened after it was found and checked again after,
+// so that a PID reused in between is left alone.
+func (pr *process) killMembers() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.ended {
+		return
+	}
+	leader := pr.cmd.Process.Pid
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == leader || groupOf(pid) != leader {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if groupOf(pid) == leader {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		unix.Close(fd)
+	}
+}
+
+// groupOf is a process's group ID, or 0.
+func groupOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid pgrp ...: comm may hold spaces.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 3 {
+		return 0
+	}
+	g, _ := strconv.Atoi(f[2])
+	return g
 }
 
 // signalChild sends sig to the program nsenter runs, and to it alone: the

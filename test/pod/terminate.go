@@ -291,10 +291,10 @@ func (p *Pod) Kill() Termination {
 	start := time.Now()
 	out := Termination{Containers: make([]ContainerTermination, len(containers))}
 	for _, r := range containers {
-		r.ctr.proc.signalGroup(syscall.SIGKILL)
+		r.ctr.proc.killMembers()
 	}
 	for i, r := range containers {
-		<-r.ctr.proc.done
+		r.ctr.kill()
 		out.Containers[i] = ContainerTermination{Name: r.spec.Name, Signal: syscall.SIGKILL, Killed: true, Exited: time.Since(start), Err: r.ctr.proc.err}
 	}
 	out.Took = time.Since(start)
