@@ -6,19 +6,46 @@
 // from source, memcached_exporter, busybox for what the Alpine image's
 // shell offers), as the template's user, in network, PID and mount
 // namespaces of the Pod's own, with its volumes mapped to temporary
-// directories (Secrets laid out the way kubelet writes them).
+// directories (Secrets laid out the way kubelet writes them). Several
+// Pods run at once, as a Deployment's replicas do.
+//
+// Each Pod has an address, as a Pod IP (IP, Addr): a veth pair, its eth0
+// in the Pod, its host end on this machine, on a /30 of the Pod range
+// (10.244.0.0/16 unless the machine routes it; network.go says how the
+// range is chosen and how Pods, and test processes running at once, never
+// take the same addresses). memcached listening on its port with no -l
+// answers the test process at Addr(11211), as it answers clients in a
+// cluster; Dial still reaches 127.0.0.1 inside the Pod, as another
+// container would. A Pod reaches the machine at HostIP and nothing else:
+// not another Pod. Nothing of the network outlives the Pod: its veth pair
+// goes with it, however the test process ends (a test, a panic, SIGKILL),
+// and the harness fails the test if an interface or a route of the Pod
+// is left.
+//
+// A Pod ends as kubelet ends it (terminate.go): Terminate runs each
+// container's preStop (exec or sleep) within the Pod's
+// terminationGracePeriodSeconds, sends SIGTERM, and SIGKILL once the rest
+// of the grace period has passed, and reports how long each step took and
+// whether the preStop ran out of time; Kill loses the Pod without grace,
+// as a lost node does. The test's end kills whatever is left.
 //
 // It stands in for a node: not for the API server, the scheduler or the
 // Deployment controller, which the integration and end-to-end suites run.
 // What it proves is that what the hook writes into the template works
 // against the real binaries: memcached starts with exactly the settings
-// the spec asks for, probes see what they should, sidecars do their job.
+// the spec asks for, probes see what they should, sidecars do their job,
+// a preStop keeps memcached serving as long as it should. Unlike a node's,
+// every container of a Pod shares one PID namespace (whose PID 1 is the
+// sandbox's shell), as with shareProcessNamespace; and once a Pod has
+// ended, its address leads wherever the machine's default route leads
+// (on some machines a proxy answers there): check for memcached's answer,
+// not for a refused connection.
 //
-// It needs root (namespaces, another user), util-linux's nsenter and
-// setpriv, iproute2's ip and busybox, and finds memcached and the exporter
-// through MEMCACHED_BIN and MEMCACHED_EXPORTER_BIN (make test sets them;
-// make test-tools builds them). Without them a test skips, naming what is missing, unless CI is
-// set, in which case it fails.
+// It needs root (namespaces, another user, veth pairs), util-linux's
+// nsenter and setpriv, iproute2's ip and busybox, and finds memcached and
+// the exporter through MEMCACHED_BIN and MEMCACHED_EXPORTER_BIN (make
+// test sets them; make test-tools builds them). Without them a test skips,
+// naming what is missing, unless CI is set, in which case it fails.
 package pod
 
 import (
@@ -64,7 +91,7 @@ type Image struct {
 type Pod struct {
 	t       testing.TB
 	dir     string
-	sandbox *exec.Cmd
+	sandbox *process
 	// sandboxStdin holds the sandbox open: closing it ends the Pod.
 	sandboxStdin io.Closer
 	spec         corev1.PodSpec
@@ -72,19 +99,20 @@ type Pod struct {
 	images       map[string]Image
 	busybox      string
 	initFailure  *InitFailure
+	net          *network
+	endOnce      sync.Once
 
 	mu         sync.Mutex
 	containers map[string]*Container
+	ended      bool
 }
 
 // Container is a running container: one process in the Pod's namespaces.
 type Container struct {
 	Name string
-	cmd  *exec.Cmd
+	proc *process
 	log  *bytes.Buffer
 	mu   *sync.Mutex
-	done chan struct{}
-	err  error
 }
 
 // Options are what the Pod needs besides its template.
@@ -140,7 +168,7 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 	}
 	p := &Pod{t: t, dir: dir, spec: template.Spec, volumes: map[string]string{}, containers: map[string]*Container{}, busybox: bins.busybox}
 	t.Cleanup(func() {
-		p.stop()
+		p.end()
 		if t.Failed() {
 			p.logOutput()
 		}
@@ -168,6 +196,15 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 		}
 	}
 	p.startSandbox()
+	// kubelet sets up the sandbox's network before any container.
+	n, err := startNetwork(bins.ip, p.sandbox.cmd.Process.Pid)
+	p.net = n // what there is of it, for end to remove
+	if errors.Is(err, errNoVeth) {
+		unavailable(t, "pod: cannot run Pods here: "+err.Error())
+	}
+	if err != nil {
+		t.Fatalf("pod: the Pod's network: %v", err)
+	}
 	for _, c := range template.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			p.Start(c.Name) // a native sidecar
@@ -231,13 +268,19 @@ func lookup(t testing.TB) binaries {
 		missing = append(missing, "root (namespaces and the Pod's user)")
 	}
 	if len(missing) > 0 {
-		msg := "pod: cannot run Pods here: " + strings.Join(missing, "; ") + " (make test builds and installs them, as root)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
+		unavailable(t, "pod: cannot run Pods here: "+strings.Join(missing, "; ")+" (make test builds and installs them, as root)")
 	}
 	return b
+}
+
+// unavailable skips the test for what the machine lacks, or fails it
+// under CI.
+func unavailable(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so this is an error)")
+	}
+	t.Skip(msg)
 }
 
 // installImages lays out, for each image the Pod knows, a directory of the
@@ -350,7 +393,8 @@ func (p *Pod) startSandbox() {
 	}
 	// The shell then waits for its standard input to end, which happens
 	// when the test process ends, however it ends: as PID 1 of the Pod's
-	// namespace, its exit kills every process of the Pod.
+	// namespace, its exit kills every process of the Pod, and the network
+	// namespace goes, with the Pod's veth pair (network.go).
 	script.WriteString("ip link set lo up\necho ready\nread -r _\n")
 	cmd := exec.Command("/bin/sh", "-c", script.String())
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -366,16 +410,15 @@ func (p *Pod) startSandbox() {
 	// One writer for both streams: os/exec then never calls it from two
 	// goroutines at once, and its lock covers the reads below.
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	sandbox, err := start(cmd)
+	if err != nil {
 		p.t.Fatalf("pod: starting the sandbox: %v", err)
 	}
-	p.sandbox = cmd
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p.sandbox = sandbox
 	select {
 	case <-ready:
-	case err := <-exited:
-		p.t.Fatalf("pod: the sandbox exited (%v):\n%s", err, out.String())
+	case <-sandbox.done:
+		p.t.Fatalf("pod: the sandbox exited (%v):\n%s", sandbox.err, out.String())
 	case <-time.After(30 * time.Second):
 		p.t.Fatalf("pod: the sandbox did not start within 30s:\n%s", out.String())
 	}
@@ -397,7 +440,7 @@ func (p *Pod) nsenter(c corev1.Container, argv []string) *exec.Cmd {
 			groups = append(groups, strconv.FormatInt(g, 10))
 		}
 	}
-	args := []string{"--target", strconv.Itoa(p.sandbox.Process.Pid), "--net", "--pid", "--mount", "--",
+	args := []string{"--target", strconv.Itoa(p.sandbox.cmd.Process.Pid), "--net", "--pid", "--mount", "--",
 		"setpriv", "--reuid", strconv.FormatInt(uid, 10), "--regid", strconv.FormatInt(gid, 10), "--groups", strings.Join(groups, ","), "--",
 		"env", "-i", "PATH=" + p.pathOf(c), "HOME=/"}
 	for _, e := range c.Env {
@@ -451,17 +494,21 @@ func (p *Pod) Start(name string) *Container {
 	if !ok {
 		p.t.Fatalf("pod: no container %s", name)
 	}
+	p.mu.Lock()
+	ended := p.ended
+	p.mu.Unlock()
+	if ended {
+		p.t.Fatalf("pod: container %s: the Pod has ended", name)
+	}
 	cmd := p.nsenter(c, p.commandOf(c))
-	ctr := &Container{Name: name, cmd: cmd, log: new(bytes.Buffer), mu: new(sync.Mutex), done: make(chan struct{})}
+	ctr := &Container{Name: name, log: new(bytes.Buffer), mu: new(sync.Mutex)}
 	cmd.Stdout = lockedWriter{ctr.mu, ctr.log}
 	cmd.Stderr = lockedWriter{ctr.mu, ctr.log}
-	if err := cmd.Start(); err != nil {
+	proc, err := start(cmd)
+	if err != nil {
 		p.t.Fatalf("pod: starting container %s: %v", name, err)
 	}
-	go func() {
-		ctr.err = cmd.Wait()
-		close(ctr.done)
-	}()
+	ctr.proc = proc
 	p.mu.Lock()
 	if old := p.containers[name]; old != nil {
 		old.kill()
@@ -505,31 +552,37 @@ func (p *Pod) Exec(container string, argv []string, timeout time.Duration) (int,
 }
 
 func (p *Pod) exec(c corev1.Container, argv []string, timeout time.Duration) (int, string) {
+	code, out, err := p.run(c, argv, timeout)
+	if err != nil {
+		p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+	}
+	return code, out
+}
+
+// run is exec without the test: it can run on any goroutine.
+func (p *Pod) run(c corev1.Container, argv []string, timeout time.Duration) (int, string, error) {
 	cmd := p.nsenter(c, argv)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+	proc, err := start(cmd)
+	if err != nil {
+		return 0, "", err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
+	case <-proc.done:
 		var exit *exec.ExitError
 		switch {
-		case err == nil:
-			return 0, out.String()
-		case errors.As(err, &exit):
-			return exit.ExitCode(), out.String()
+		case proc.err == nil:
+			return 0, out.String(), nil
+		case errors.As(proc.err, &exit):
+			return exit.ExitCode(), out.String(), nil
 		default:
-			p.t.Fatalf("pod: exec in %s: %v", c.Name, err)
+			return 0, out.String(), proc.err
 		}
 	case <-time.After(timeout):
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		return -1, out.String()
+		proc.kill()
+		return -1, out.String(), nil
 	}
-	return 0, ""
 }
 
 // Probe runs a container's probe once, as kubelet would, and tells whether
@@ -616,7 +669,7 @@ func (p *Pod) inNetns(f func() error) error {
 			return
 		}
 		defer home.Close()
-		target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.sandbox.Process.Pid))
+		target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.sandbox.cmd.Process.Pid))
 		if err != nil {
 			runtime.UnlockOSThread()
 			errc <- err
@@ -642,9 +695,9 @@ func (p *Pod) inNetns(f func() error) error {
 // State describes the Pod for a failure message: its processes and the
 // sockets they listen on.
 func (p *Pod) State() string {
-	pid := strconv.Itoa(p.sandbox.Process.Pid)
+	pid := strconv.Itoa(p.sandbox.cmd.Process.Pid)
 	out, err := exec.Command("nsenter", "--target", pid, "--net", "--pid", "--mount", "--", "sh", "-c",
-		"ps -eo pid,user,stat,args 2>/dev/null || ps; ss -ltnp").CombinedOutput()
+		"ps -eo pid,user,stat,args 2>/dev/null || ps; ss -ltnp; ip -4 -br addr").CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("(no state: %v) %s", err, out)
 	}
@@ -654,7 +707,7 @@ func (p *Pod) State() string {
 	defer p.mu.Unlock()
 	for name, c := range p.containers {
 		if done, err := c.Exited(); done {
-			fmt.Fprintf(&b, "container %s exited: %v (%s)\n", name, err, c.cmd.ProcessState)
+			fmt.Fprintf(&b, "container %s exited: %v (%s)\n", name, err, c.proc.cmd.ProcessState)
 		} else {
 			fmt.Fprintf(&b, "container %s runs\n", name)
 		}
@@ -752,24 +805,20 @@ func (p *Pod) writeSecret(v corev1.Volume, files map[string][]byte) {
 	}
 }
 
-// Signal sends a signal to a container's process (SIGSTOP, SIGCONT).
+// Signal sends a signal to every process of the container (SIGSTOP,
+// SIGCONT).
 func (c *Container) Signal(sig syscall.Signal) error {
 	// nsenter forks the container's process: signal the whole group.
-	return syscall.Kill(-c.cmd.Process.Pid, sig)
+	return c.proc.signalGroup(sig)
 }
 
 // PID is the container's process as this machine numbers it, which stays
 // the same for as long as the process lives.
 func (c *Container) PID(t testing.TB) int {
 	t.Helper()
-	// nsenter's child is the container's program.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.cmd.Process.Pid, c.cmd.Process.Pid))
+	pid, err := childOf(c.proc.cmd.Process.Pid)
 	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.Fields(string(b) + " 0")[0]))
-	if err != nil || pid == 0 {
-		t.Fatalf("pod: container %s has no process (%q)", c.Name, b)
+		t.Fatalf("pod: container %s has no process: %v", c.Name, err)
 	}
 	return pid
 }
@@ -777,8 +826,8 @@ func (c *Container) PID(t testing.TB) int {
 // Exited tells whether the container's process has ended, and how.
 func (c *Container) Exited() (bool, error) {
 	select {
-	case <-c.done:
-		return true, c.err
+	case <-c.proc.done:
+		return true, c.proc.err
 	default:
 		return false, nil
 	}
@@ -787,8 +836,8 @@ func (c *Container) Exited() (bool, error) {
 // Wait waits up to timeout for the container to end.
 func (c *Container) Wait(timeout time.Duration) (bool, error) {
 	select {
-	case <-c.done:
-		return true, c.err
+	case <-c.proc.done:
+		return true, c.proc.err
 	case <-time.After(timeout):
 		return false, nil
 	}
@@ -801,29 +850,49 @@ func (c *Container) Output() string {
 	return c.log.String()
 }
 
-func (c *Container) kill() {
-	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	<-c.done
-}
+func (c *Container) kill() { c.proc.kill() }
 
-// stop kills every container, then the sandbox.
-func (p *Pod) stop() {
-	p.mu.Lock()
-	for _, c := range p.containers {
-		c.kill()
-	}
-	p.mu.Unlock()
-	if p.sandbox != nil && p.sandbox.Process != nil {
-		p.sandboxStdin.Close()
-		p.sandbox.Process.Kill()
-	}
+// end removes the Pod, as kubelet removes a sandbox: every process of the
+// Pod is killed, its veth pair deleted (while the sandbox still holds the
+// namespace, so that the interface's name is still the Pod's), the
+// sandbox ended; and it checks that nothing of the Pod's network is left
+// on the machine. It runs once: from Terminate, Kill or the test's
+// cleanup.
+func (p *Pod) end() {
+	p.endOnce.Do(func() {
+		p.mu.Lock()
+		p.ended = true
+		containers := make([]*Container, 0, len(p.containers))
+		for _, c := range p.containers {
+			containers = append(containers, c)
+		}
+		p.mu.Unlock()
+		for _, c := range containers {
+			c.kill()
+		}
+		if p.net != nil {
+			if err := p.net.remove(); err != nil {
+				p.t.Errorf("pod: %v", err)
+			}
+		}
+		if p.sandbox != nil {
+			p.sandboxStdin.Close()
+			p.sandbox.cmd.Process.Kill()
+			<-p.sandbox.done
+		}
+		if p.net != nil {
+			if left := p.net.leftovers(10 * time.Second); len(left) > 0 {
+				p.t.Errorf("pod: the Pod left on the machine: %s", strings.Join(left, "; "))
+			}
+		}
+	})
 }
 
 func (p *Pod) logOutput() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, c := range p.containers {
-		p.t.Logf("pod: ---- container %s (%v) ----\n%s", name, c.cmd.Args, c.Output())
+		p.t.Logf("pod: ---- container %s (%v) ----\n%s", name, c.proc.cmd.Args, c.Output())
 	}
 }
 
