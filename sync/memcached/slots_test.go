@@ -55,8 +55,8 @@ func TestSlotTableThroughTheHook(t *testing.T) {
 		switch {
 		case versionRises && got.Version <= before:
 			t.Errorf("%s: version %d, want above %d", name, got.Version, before)
-		case versionRises && got.Version < now.Unix():
-			t.Errorf("%s: version %d, want at least the time, %d", name, got.Version, now.Unix())
+		case versionRises && got.Version < now.UnixMilli():
+			t.Errorf("%s: version %d, want at least the time, %d", name, got.Version, now.UnixMilli())
 		case !versionRises && got.Version != before:
 			t.Errorf("%s: version %d, want %d unchanged", name, got.Version, before)
 		}

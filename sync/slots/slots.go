@@ -199,20 +199,28 @@ func Served(table []v1alpha1.Slot, service, namespace string, port int) []Node {
 
 // Version returns the table's version: prev's when the served list (the
 // Serving slots' addresses in slot order) is what prev served, otherwise
-// higher than prev's and at least now in Unix seconds.
+// higher than prev's and at least now in Unix milliseconds.
 //
-// The floor of now is what keeps a version rising where prev cannot be
-// trusted to be the last one served: after the status is wiped and rebuilt
-// (prev is 0), or the Memcached deleted and made again under the same name,
-// a client that saw an old version still takes the new one, as long as the
-// clocks of the hooks that wrote both agree within the time between them.
-// Seconds, not milliseconds, keep it within the 32 bits some clients may
-// parse it into until 2038.
+// The floor of the clock is what keeps a version rising where prev cannot
+// be trusted to be the last one served. After the status is wiped and
+// rebuilt (prev is 0), or the Memcached deleted and made again under the
+// same name, a client that saw an old version still takes the new one.
+// And prev can be stale: Metacontroller syncs from its informer's copy of
+// the Memcached, and on a conflict it writes the status computed from that
+// copy onto the newer object, so two syncs can start from the same prev;
+// in milliseconds the later one still gives the higher version (measured:
+// in seconds, two such syncs within one second gave two lists one
+// version, which clients ignore). This holds as long as the clocks of the
+// hooks that wrote two versions agree within the time between them.
+//
+// Clients read the version as a 64-bit integer (the AWS Java client, Go's,
+// Node's, Python's and Ruby's); one that read it into 32 bits would need
+// seconds, which cannot tell two changes in one second apart.
 func Version(prev v1alpha1.SlotTable, table []v1alpha1.Slot, now time.Time) int64 {
 	if sameServed(prev.Slots, table) {
 		return prev.Version
 	}
-	return max(prev.Version+1, now.Unix())
+	return max(prev.Version+1, now.UnixMilli())
 }
 
 // sameServed tells whether two tables serve the same addresses in the same

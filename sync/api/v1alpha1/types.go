@@ -514,8 +514,9 @@ type SlotTable struct {
 	// Version rises whenever the served list (the Serving slots' Pods and
 	// addresses, in slot order) changes, and never otherwise: clients that
 	// speak Auto Discovery apply only a higher version. It is at least the
-	// Unix time in seconds of the change, so that it keeps rising even
-	// when the status is wiped and rebuilt.
+	// Unix time in milliseconds of the change, so that it keeps rising even
+	// when the status is wiped and rebuilt, or a sync starts from a stale
+	// copy of it.
 	// +optional
 	Version int64 `json:"version"`
 
