@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 )
@@ -25,6 +26,14 @@ type metrics struct {
 	connsRefused prometheus.Counter
 	commands     *prometheus.CounterVec
 	followErrors *prometheus.CounterVec
+
+	poolWrites      prometheus.Counter
+	poolVersion     prometheus.Gauge
+	poolSlots       prometheus.Gauge
+	poolDown        prometheus.Gauge
+	poolWritten     prometheus.Gauge
+	poolRefused     *prometheus.CounterVec
+	poolWriteErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -67,8 +76,37 @@ func newMetrics() *metrics {
 			Name: "memcached_agent_follow_errors_total",
 			Help: "Failures to read the Memcached, by source: watch (a list or watch that failed, an expired watch included) or file.",
 		}, []string{"source"}),
+		poolWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_writes_total",
+			Help: "Pool files written (--pool-file): one per change of the pool.",
+		}),
+		poolVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_version",
+			Help: "Version of the slot table the pool file holds (status.slotTable.version); 0 before the first pool.",
+		}),
+		poolSlots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_slots",
+			Help: "Slots (backends) in the pool file, placeholders included.",
+		}),
+		poolDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_down_slots",
+			Help: "Slots in the pool file with no Serving Pod: placeholders the proxy answers with an error.",
+		}),
+		poolWritten: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_written_timestamp_seconds",
+			Help: "Unix time at which the pool file took the pool it holds.",
+		}),
+		poolRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_refused_total",
+			Help: "Slot tables seen and not written into the pool file (it keeps the last pool), by reason.",
+		}, []string{"reason"}),
+		poolWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_write_errors_total",
+			Help: "Writes of the pool file that failed (each is tried again every second).",
+		}),
 	}
 	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors,
+		m.poolWrites, m.poolVersion, m.poolSlots, m.poolDown, m.poolWritten, m.poolRefused, m.poolWriteErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every label value shows as 0 from the start, so that a rate over it
 	// is defined before the first event.
@@ -80,6 +118,9 @@ func newMetrics() *metrics {
 	}
 	for _, s := range []string{"watch", "file"} {
 		m.followErrors.WithLabelValues(s)
+	}
+	for _, r := range pool.Reasons {
+		m.poolRefused.WithLabelValues(r)
 	}
 	return m
 }
@@ -104,3 +145,20 @@ func (m *metrics) ConnClosed()               { m.connsOpen.Dec() }
 func (m *metrics) ConnRefused()              { m.connsRefused.Inc() }
 func (m *metrics) Command(k protocol.Kind)   { m.commands.WithLabelValues(k.String()).Inc() }
 func (m *metrics) followError(source string) { m.followErrors.WithLabelValues(source).Inc() }
+
+// PoolWritten records the pool the file holds (pool.Observer).
+func (m *metrics) PoolWritten(p *pool.Pool, wrote bool) {
+	if wrote {
+		m.poolWrites.Inc()
+	}
+	m.poolVersion.Set(float64(p.Version))
+	m.poolSlots.Set(float64(p.Slots))
+	m.poolDown.Set(float64(p.Down))
+	m.poolWritten.SetToCurrentTime()
+}
+
+// PoolRefused counts a slot table not written (pool.Observer).
+func (m *metrics) PoolRefused(reason string) { m.poolRefused.WithLabelValues(reason).Inc() }
+
+// PoolWriteFailed counts a failed write (pool.Observer).
+func (m *metrics) PoolWriteFailed() { m.poolWriteErrors.Inc() }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -22,8 +23,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -58,6 +61,7 @@ type config struct {
 	shutdownTimeout  time.Duration
 	logLevel         slog.Level
 	logFormat        string
+	poolFile         string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -76,7 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
 	fs.StringVar(&cfg.fromFile, "from-file", "", "follow the Memcached in this `file` (as kubectl get memcached NAME -o json or -o yaml prints it), re-read when it changes, instead of the API server")
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
-	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only writes the proxy's pool)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
 	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
@@ -86,6 +90,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "close a client connection on which nothing came for this long (clients poll every minute or so); also bounds each write and TLS handshake")
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
+	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
 	fs.Usage = func() {
@@ -176,6 +181,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	m := newMetrics()
 	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
+	var sink follow.Sink = pub
+	var pw *pool.Writer
+	if cfg.poolFile != "" {
+		if fi, err := os.Stat(filepath.Dir(cfg.poolFile)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--pool-file %s: its directory must exist (the volume the proxy reads)", cfg.poolFile)
+		}
+		pw = pool.New(cfg.poolFile, cfg.memcached, cfg.namespace, logger.With("component", "pool"), m, time.Now)
+		sink = sinks{pub, pw}
+	}
 
 	var tlsConfig *tls.Config
 	if cfg.tlsCertFile != "" {
@@ -205,13 +219,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		klog.SetSlogLogger(logger)
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return err
+	// No --listen: the agent serves no endpoint at all (beside a proxy,
+	// it only writes the pool).
+	var ln net.Listener
+	if cfg.listen != "" {
+		if ln, err = net.Listen("tcp", cfg.listen); err != nil {
+			return err
+		}
 	}
 	adminLn, err := net.Listen("tcp", cfg.adminListen)
 	if err != nil {
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 
@@ -230,7 +250,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Observer:       m,
 	}
 	admin := &http.Server{
-		Handler:           adminHandler(pub, &shuttingDown, m),
+		Handler:           adminHandler(pub, ln != nil, pw, &shuttingDown, m),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -239,7 +259,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- endpoint.Serve(ln) }()
+	if ln != nil {
+		go func() { serveErr <- endpoint.Serve(ln) }()
+	}
 	go func() { serveErr <- admin.Serve(adminLn) }()
 
 	followCtx, stopFollowing := context.WithCancel(context.Background())
@@ -248,13 +270,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() {
 		defer following.Done()
 		if cfg.fromFile != "" {
-			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, pub, m.followError, logger)
+			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, sink, m.followError, logger)
 			return
 		}
-		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, pub, m.followError, logger); err != nil {
+		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
 			serveErr <- fmt.Errorf("following the Memcached: %w", err)
 		}
 	}()
+	if pw != nil {
+		following.Add(1)
+		go func() { defer following.Done(); pw.Run(followCtx) }()
+	}
 	defer func() {
 		stopFollowing()
 		following.Wait()
@@ -264,13 +290,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.fromFile != "" {
 		source = "file " + cfg.fromFile
 	}
-	logger.Info("listening", "address", ln.Addr().String(), "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
+	address := ""
+	if ln != nil {
+		address = ln.Addr().String()
+	}
+	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String())
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "pool_file", cfg.poolFile)
 
 	select {
 	case err := <-serveErr:
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
 		adminLn.Close()
 		return err
 	case <-ctx.Done():
@@ -287,7 +319,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	endpointErr := endpoint.Shutdown(shutdownCtx)
+	var endpointErr error
+	if ln != nil {
+		endpointErr = endpoint.Shutdown(shutdownCtx)
+	}
 	adminErr := admin.Shutdown(shutdownCtx)
 	if err := errors.Join(endpointErr, adminErr); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -296,9 +331,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return nil
 }
 
-// adminHandler serves /healthz (200 while the process runs), /readyz (200
-// once a list is served and until shutdown begins) and /metrics.
-func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+// adminHandler serves /healthz (200 while the process runs), /readyz and
+// /metrics. /readyz is 200 from when the agent has what it is for (with
+// serving, an endpoint, a list to serve; with pw, a pool in the file;
+// with neither, a good status) until shutdown begins.
+func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shuttingDown *atomic.Bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -307,15 +344,48 @@ func adminHandler(pub *serverlist.Publisher, shuttingDown *atomic.Bool, m *metri
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { text(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		switch cur := pub.Current(); {
+		cur := pub.Current()
+		var written *pool.Written
+		if pw != nil {
+			written = pw.Current()
+		}
+		switch {
 		case shuttingDown.Load():
 			text(w, http.StatusServiceUnavailable, "shutting down")
-		case cur == nil:
+		case serving && cur == nil:
 			text(w, http.StatusServiceUnavailable, "no server list yet")
+		case pw != nil && written == nil:
+			// The proxy beside it has no pool: it would fail every
+			// request.
+			text(w, http.StatusServiceUnavailable, "no pool written yet")
+		case !serving && pw == nil && cur == nil:
+			text(w, http.StatusServiceUnavailable, "no good status yet")
 		default:
-			text(w, http.StatusOK, fmt.Sprintf("ok: version %d, %d servers", cur.Version, len(cur.Nodes)))
+			var says []string
+			if serving || pw == nil {
+				says = append(says, fmt.Sprintf("version %d, %d servers", cur.Version, len(cur.Nodes)))
+			}
+			if written != nil {
+				says = append(says, fmt.Sprintf("pool version %d, %d slots, %d down", written.Version, written.Slots, written.Down))
+			}
+			text(w, http.StatusOK, "ok: "+strings.Join(says, "; "))
 		}
 	})
 	mux.Handle("GET /metrics", m.handler())
 	return mux
+}
+
+// sinks hands what a follower sees to each of several sinks, in order.
+type sinks []follow.Sink
+
+func (s sinks) Offer(source string, m *metacontroller.Parent) {
+	for _, k := range s {
+		k.Offer(source, m)
+	}
+}
+
+func (s sinks) Refuse(source string, err error) {
+	for _, k := range s {
+		k.Refuse(source, err)
+	}
 }
