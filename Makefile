@@ -23,6 +23,7 @@ RACE := $(shell [ "$$($(GO) env CGO_ENABLED)" = 1 ] && echo -race)
 BENCH_COUNT ?= 5
 
 include test/tools/Makefile.inc
+include test/tools/memcached-lua.mk
 
 .PHONY: help
 help: ## list the targets

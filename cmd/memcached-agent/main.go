@@ -3,7 +3,10 @@
 // Memcached's status.slotTable (through the API server, or from a file)
 // and answers "config get cluster" and "get AmazonElastiCache:cluster" on
 // memcached's port, speaking memcached's text protocol. The hook runs two
-// of them per Memcached with spec.discovery; see README.md.
+// of them per Memcached with spec.discovery; see README.md. With
+// --pool-file it writes the slot table as the pool of memcached's proxy
+// (internal/pool): the proxy tier runs it beside each proxy, with no
+// endpoint (--listen=).
 package main
 
 import (

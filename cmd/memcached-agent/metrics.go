@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 )
@@ -31,6 +32,14 @@ type metrics struct {
 	handedItems  prometheus.Counter
 	handedBytes  prometheus.Counter
 	copySeconds  prometheus.Histogram
+
+	poolWrites      prometheus.Counter
+	poolVersion     prometheus.Gauge
+	poolSlots       prometheus.Gauge
+	poolDown        prometheus.Gauge
+	poolWritten     prometheus.Gauge
+	poolRefused     *prometheus.CounterVec
+	poolWriteErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -90,8 +99,38 @@ func newMetrics() *metrics {
 			Help:    "How long this agent's copies took, from taking the source's lock to their end.",
 			Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
 		}),
+		poolWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_writes_total",
+			Help: "Pool files written (--pool-file): one per change of the pool.",
+		}),
+		poolVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_version",
+			Help: "Version of the slot table the pool file holds (status.slotTable.version); 0 before the first pool.",
+		}),
+		poolSlots: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_slots",
+			Help: "Slots (backends) in the pool file, placeholders included.",
+		}),
+		poolDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_down_slots",
+			Help: "Slots in the pool file with no Serving Pod: placeholders the proxy answers with an error.",
+		}),
+		poolWritten: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "memcached_agent_pool_written_timestamp_seconds",
+			Help: "Unix time at which the pool file took the pool it holds.",
+		}),
+		poolRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_refused_total",
+			Help: "Slot tables seen and not written into the pool file (it keeps the last pool), by reason.",
+		}, []string{"reason"}),
+		poolWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "memcached_agent_pool_write_errors_total",
+			Help: "Writes of the pool file that failed (each is tried again every second).",
+		}),
 	}
-	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors, m.copies, m.handedItems, m.handedBytes, m.copySeconds,
+	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors,
+		m.copies, m.handedItems, m.handedBytes, m.copySeconds,
+		m.poolWrites, m.poolVersion, m.poolSlots, m.poolDown, m.poolWritten, m.poolRefused, m.poolWriteErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every label value shows as 0 from the start, so that a rate over it
 	// is defined before the first event.
@@ -106,6 +145,9 @@ func newMetrics() *metrics {
 	}
 	for _, r := range handoff.Results {
 		m.copies.WithLabelValues(r)
+	}
+	for _, r := range pool.Reasons {
+		m.poolRefused.WithLabelValues(r)
 	}
 	return m
 }
@@ -142,3 +184,20 @@ func (m *metrics) Ended(result string, d time.Duration) {
 	m.copies.WithLabelValues(result).Inc()
 	m.copySeconds.Observe(d.Seconds())
 }
+
+// PoolWritten records the pool the file holds (pool.Observer).
+func (m *metrics) PoolWritten(p *pool.Pool, wrote bool) {
+	if wrote {
+		m.poolWrites.Inc()
+	}
+	m.poolVersion.Set(float64(p.Version))
+	m.poolSlots.Set(float64(p.Slots))
+	m.poolDown.Set(float64(p.Down))
+	m.poolWritten.SetToCurrentTime()
+}
+
+// PoolRefused counts a slot table not written (pool.Observer).
+func (m *metrics) PoolRefused(reason string) { m.poolRefused.WithLabelValues(reason).Inc() }
+
+// PoolWriteFailed counts a failed write (pool.Observer).
+func (m *metrics) PoolWriteFailed() { m.poolWriteErrors.Inc() }

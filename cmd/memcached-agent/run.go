@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
@@ -64,6 +66,7 @@ type config struct {
 	logFormat        string
 	reportFile       string
 	handoffLockTTL   time.Duration
+	poolFile         string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -82,7 +85,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
 	fs.StringVar(&cfg.fromFile, "from-file", "", "follow the Memcached in this `file` (as kubectl get memcached NAME -o json or -o yaml prints it), re-read when it changes, instead of the API server")
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
-	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on)")
+	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on, or writes the proxy's pool)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
 	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
@@ -93,6 +96,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: source Pod to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
+	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
 	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", 15*time.Second, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
@@ -240,7 +244,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL}, reporters, m, logger.With("component", "handoff"))
 	defer handoffs.Stop()
-	sink := &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
+	var sink follow.Sink = &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
+	// Beside a proxy: its pool, written from every status.
+	var pw *pool.Writer
+	if cfg.poolFile != "" {
+		if fi, err := os.Stat(filepath.Dir(cfg.poolFile)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--pool-file %s: its directory must exist (the volume the proxy reads)", cfg.poolFile)
+		}
+		pw = pool.New(cfg.poolFile, cfg.memcached, cfg.namespace, logger.With("component", "pool"), m, time.Now)
+		sink = sinks{sink, pw}
+	}
 
 	// No --listen: the hook runs the agent only for hand-offs, and it
 	// serves no endpoint at all.
@@ -273,7 +286,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Observer:       m,
 	}
 	admin := &http.Server{
-		Handler:           adminHandler(pub, ln != nil, &shuttingDown, m),
+		Handler:           adminHandler(pub, ln != nil, pw, &shuttingDown, m),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -300,6 +313,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			serveErr <- fmt.Errorf("following the Memcached: %w", err)
 		}
 	}()
+	if pw != nil {
+		following.Add(1)
+		go func() { defer following.Done(); pw.Run(followCtx) }()
+	}
 	defer func() {
 		stopFollowing()
 		following.Wait()
@@ -315,7 +332,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", self)
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", self, "pool_file", cfg.poolFile)
 
 	select {
 	case err := <-serveErr:
@@ -354,10 +371,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // adminHandler serves /healthz (200 while the process runs), /readyz and
-// /metrics. /readyz is 200 once a list is served (with serving false, no
-// endpoint: once the agent follows the Memcached with a good status) and
-// until shutdown begins.
-func adminHandler(pub *serverlist.Publisher, serving bool, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+// /metrics. /readyz is 200 from when the agent has what it is for (with
+// serving, an endpoint, a list to serve; with pw, a pool in the file;
+// with neither, a good status to hand items on from) until shutdown
+// begins.
+func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shuttingDown *atomic.Bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -366,21 +384,53 @@ func adminHandler(pub *serverlist.Publisher, serving bool, shuttingDown *atomic.
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { text(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		switch cur := pub.Current(); {
+		cur := pub.Current()
+		var written *pool.Written
+		if pw != nil {
+			written = pw.Current()
+		}
+		switch {
 		case shuttingDown.Load():
 			text(w, http.StatusServiceUnavailable, "shutting down")
-		case cur == nil && serving:
+		case serving && cur == nil:
 			text(w, http.StatusServiceUnavailable, "no server list yet")
-		case cur == nil:
+		case pw != nil && written == nil:
+			// The proxy beside it has no pool: it would fail every
+			// request.
+			text(w, http.StatusServiceUnavailable, "no pool written yet")
+		case !serving && pw == nil && cur == nil:
 			text(w, http.StatusServiceUnavailable, "no good status yet")
-		case serving:
-			text(w, http.StatusOK, fmt.Sprintf("ok: version %d, %d servers", cur.Version, len(cur.Nodes)))
 		default:
-			text(w, http.StatusOK, fmt.Sprintf("ok: following version %d, %d servers (no endpoint)", cur.Version, len(cur.Nodes)))
+			var says []string
+			switch {
+			case cur != nil && serving:
+				says = append(says, fmt.Sprintf("version %d, %d servers", cur.Version, len(cur.Nodes)))
+			case cur != nil && pw == nil:
+				says = append(says, fmt.Sprintf("following version %d, %d servers (no endpoint)", cur.Version, len(cur.Nodes)))
+			}
+			if written != nil {
+				says = append(says, fmt.Sprintf("pool version %d, %d slots, %d down", written.Version, written.Slots, written.Down))
+			}
+			text(w, http.StatusOK, "ok: "+strings.Join(says, "; "))
 		}
 	})
 	mux.Handle("GET /metrics", m.handler())
 	return mux
+}
+
+// sinks hands what a follower sees to each of several sinks, in order.
+type sinks []follow.Sink
+
+func (s sinks) Offer(source string, m *metacontroller.Parent) {
+	for _, k := range s {
+		k.Offer(source, m)
+	}
+}
+
+func (s sinks) Refuse(source string, err error) {
+	for _, k := range s {
+		k.Refuse(source, err)
+	}
 }
 
 // statusSink hands every Memcached the followers see to the list served

@@ -35,7 +35,9 @@ type Cluster struct {
 	Children []any
 
 	status v1alpha1.MemcachedStatus
-	now    time.Time
+	// children are the last Sync's answered children.
+	children []any
+	now      time.Time
 }
 
 // Status is the status the last Sync answered.
@@ -100,6 +102,7 @@ func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 		t.Fatalf("dataplane: the hook: %v", err)
 	}
 	c.status = *a.Response.Status
+	c.children = a.Response.Children
 	return c.status
 }
 

@@ -67,6 +67,7 @@ var parallelScenarios = []struct {
 	{"examples converge", testExamples},
 	{"the agent serves the Ready Pods in slot order", inNamespace(testAgentOnLoopback)},
 	{"a keepWarm rollout hands each slot to a Ready Pod", inNamespace(testKeepWarmRollout)},
+	{"the proxy tier converges and its pool follows the slot table", inNamespace(testProxyOnLoopback)},
 }
 
 // inNamespace runs a scenario in a namespace of its own.

@@ -7,6 +7,7 @@
 // stdout per event and per answer:
 //
 //   {"op":"set","prefix":"k","n":300,"size":100}  -> {"op":"set","ok":300,"errors":0}
+//   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
 //   {"op":"get","prefix":"k","n":300}             -> {"op":"get","hits":290,"misses":10,"errors":0}
 //   {"op":"nodes"}                                -> {"op":"nodes","nodes":["10.0.0.1:11211",...]}
 //   {"op":"quit"}                                 -> exits
@@ -63,7 +64,7 @@ for await (const line of rl) {
       let ok = 0, errors = 0;
       for (let i = 0; i < cmd.n; i++) {
         try {
-          if (await client.set(`${cmd.prefix}${i}`, value(cmd.size || 100))) ok++;
+          if (await client.set(`${cmd.prefix}${i}`, cmd.value ?? value(cmd.size || 100))) ok++;
           else errors++;
         } catch {
           errors++;

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// memcachedSlots is Memcached cache in namespace shop as kubectl prints
+// it, with a slot table of version whose slots are "ip" (Serving) or "-"
+// (Empty).
+func memcachedSlots(name string, version int64, slots ...string) []byte {
+	var entries []string
+	for i, ip := range slots {
+		if ip == "-" {
+			entries = append(entries, fmt.Sprintf(`{"slot":%d,"state":"Empty"}`, i))
+			continue
+		}
+		entries = append(entries, fmt.Sprintf(`{"slot":%d,"pod":"cache-%d","ip":%q,"state":"Serving"}`, i, i, ip))
+	}
+	return []byte(fmt.Sprintf(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":%q,"namespace":"shop"},"spec":{"size":%d},"status":{"slotTable":{"version":%d,"slots":[%s]}}}`,
+		name, len(slots), version, strings.Join(entries, ",")))
+}
+
+// waitForFile waits until path holds want.
+func waitForFile(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %q, want %q", path, b, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitForMetric waits until /metrics shows line.
+func waitForMetric(t *testing.T, admin, line string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, text := httpGet(t, admin+"/metrics")
+		if strings.Contains(text, line+"\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics has no %q:\n%s", line, text)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunPoolFile runs the program as the proxy Pod's sidecar does (no
+// endpoint, --pool-file): /readyz fails until a pool is written; the pool
+// follows the file through a change and a table with no Serving slot
+// (which no list would serve, and which the proxy must still be given);
+// a broken file and another Memcached leave the pool as it was; /metrics
+// counts it all.
+func TestRunPoolFile(t *testing.T) {
+	dir := t.TempDir()
+	source, poolFile := filepath.Join(dir, "cache.json"), filepath.Join(dir, "run", "pool")
+	if err := os.Mkdir(filepath.Dir(poolFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile}, nil)
+	admin := "http://" + a.admin
+	if a.addr != "" {
+		t.Errorf("an endpoint listens on %s with --listen empty", a.addr)
+	}
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no pool written yet") {
+		t.Errorf("/readyz before a pool: %d %q", code, body)
+	}
+
+	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225600, "10.0.0.1", "10.0.0.2"))
+	waitForFile(t, poolFile, "version 1767225600\n10.0.0.1:11211\n10.0.0.2:11211\nend 2\n")
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || body != "ok: pool version 1767225600, 2 slots, 0 down\n" {
+		t.Errorf("/readyz with a pool: %d %q", code, body)
+	}
+	if fi, _ := os.Stat(poolFile); fi.Mode().Perm() != 0o644 {
+		t.Errorf("the pool file's mode is %v, want 0644", fi.Mode())
+	}
+
+	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "-", "-", "-"))
+	allDown := "version 1767225601\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n"
+	waitForFile(t, poolFile, allDown)
+	waitForMetric(t, admin, `memcached_agent_lists_refused_total{reason="no_servers"} 1`)
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "3 down") {
+		t.Errorf("/readyz with every slot down: %d %q, want 200: the proxy has a pool", code, body)
+	}
+
+	before, _ := os.Stat(poolFile)
+	testutil.WriteFileAtomic(t, source, []byte(`{"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcach`))
+	waitForMetric(t, admin, `memcached_agent_pool_refused_total{reason="unreadable"} 1`)
+	testutil.WriteFileAtomic(t, source, memcachedSlots("other", 1767225602, "10.9.9.9"))
+	waitForMetric(t, admin, `memcached_agent_pool_refused_total{reason="wrong_object"} 1`)
+	after, _ := os.Stat(poolFile)
+	if !os.SameFile(before, after) {
+		t.Errorf("the pool file was replaced by a broken or foreign Memcached")
+	}
+	waitForFile(t, poolFile, allDown)
+
+	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225603, "10.0.0.1", "10.0.0.2", "10.0.0.3"))
+	waitForFile(t, poolFile, "version 1767225603\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n")
+	for _, line := range []string{
+		"memcached_agent_pool_writes_total 3",
+		"memcached_agent_pool_version 1.767225603e+09",
+		"memcached_agent_pool_slots 3",
+		"memcached_agent_pool_down_slots 0",
+		`memcached_agent_pool_refused_total{reason="bad_address"} 0`,
+		"memcached_agent_pool_write_errors_total 0",
+	} {
+		waitForMetric(t, admin, line)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(poolFile))
+	if len(entries) != 1 {
+		t.Errorf("the pool's directory holds %d files, want the pool alone", len(entries))
+	}
+	if err := a.stop(t); err != nil {
+		t.Errorf("run = %v", err)
+	}
+}
+
+// TestRunPoolFileAndEndpoint runs both: /readyz needs a list to serve and
+// a pool; a table with no Serving slot is written into the pool and not
+// served.
+func TestRunPoolFileAndEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	source, poolFile := filepath.Join(dir, "cache.json"), filepath.Join(dir, "pool")
+	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225600, "-"))
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--pool-file=" + poolFile}, nil)
+	admin := "http://" + a.admin
+	waitForFile(t, poolFile, "version 1767225600\n127.0.0.1:1 _down_0\nend 1\n")
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no server list yet") {
+		t.Errorf("/readyz with a pool and no list: %d %q", code, body)
+	}
+	if got, _ := ask(t, a.addr, nil, "config get cluster\r\n"); got != "SERVER_ERROR no server list yet\r\n" {
+		t.Errorf("config get cluster: %q", got)
+	}
+	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "10.0.0.1"))
+	waitForFile(t, poolFile, "version 1767225601\n10.0.0.1:11211\nend 1\n")
+	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || body != "ok: version 1767225601, 1 servers; pool version 1767225601, 1 slots, 0 down\n" {
+		t.Errorf("/readyz with both: %d %q", code, body)
+	}
+}
+
+// TestRunPoolFileNeedsItsDirectory checks that a --pool-file whose
+// directory does not exist is refused before anything listens.
+func TestRunPoolFileNeedsItsDirectory(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"memcached-agent", "--admin-listen=127.0.0.1:0", "--memcached=a", "--from-file=/x", "--listen=",
+		"--pool-file=/nonexistent/run/pool"}, env(nil), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--pool-file /nonexistent/run/pool") {
+		t.Errorf("run = %v, want the missing directory named", err)
+	}
+	if strings.Contains(stdout.String(), `"listening"`) {
+		t.Errorf("run started serving")
+	}
+}
+
+// TestRunHelpNamesPoolFile checks that --help describes --pool-file.
+func TestRunHelpNamesPoolFile(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"memcached-agent", "--help"}, env(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "-pool-file file") {
+		t.Errorf("help does not describe -pool-file:\n%s", stderr.String())
+	}
+}

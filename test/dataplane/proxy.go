@@ -1,0 +1,316 @@
+package dataplane
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/memcached"
+)
+
+// ProxySetup is the proxy tier as the hook answered it for the Memcached
+// (spec.proxy): the proxy container's memcached arguments and
+// environment, the route configuration of ConfigMap NAME-proxy, and the
+// arguments of the agent container beside it.
+type ProxySetup struct {
+	Args      []string
+	Env       map[string]string
+	Config    string
+	AgentArgs []string
+}
+
+// ProxySetup returns the proxy tier of the last Sync's answer.
+func (c *Cluster) ProxySetup(t testing.TB) ProxySetup {
+	t.Helper()
+	name := c.Name + v1alpha1.ProxySuffix
+	var d appsv1.Deployment
+	if err := json.Unmarshal(c.child(t, "Deployment", name), &d); err != nil {
+		t.Fatalf("dataplane: the proxy Deployment: %v", err)
+	}
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(c.child(t, "ConfigMap", name), &cm); err != nil {
+		t.Fatalf("dataplane: the proxy ConfigMap: %v", err)
+	}
+	s := ProxySetup{Env: map[string]string{}, Config: cm.Data["config.lua"]}
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		switch ctr.Name {
+		case "proxy":
+			s.Args = ctr.Args
+			for _, e := range ctr.Env {
+				s.Env[e.Name] = e.Value
+			}
+		case "agent":
+			s.AgentArgs = ctr.Args
+		}
+	}
+	if s.Args == nil || s.AgentArgs == nil || s.Config == "" {
+		t.Fatalf("dataplane: the hook's proxy Deployment has no proxy and agent containers, or its ConfigMap no config.lua: %s", c.child(t, "Deployment", name))
+	}
+	return s
+}
+
+// child returns the last Sync's child of kind and name, as JSON.
+func (c *Cluster) child(t testing.TB, kind, name string) []byte {
+	t.Helper()
+	for _, o := range c.children {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(b, &meta) == nil && meta.Kind == kind && meta.Metadata.Name == name {
+			return b
+		}
+	}
+	t.Fatalf("dataplane: the hook answered no %s %s", kind, name)
+	return nil
+}
+
+// Proxy is memcached 1.6.45 running as the proxy tier's proxy, with the
+// hook's arguments, environment and route configuration; it reads its pool
+// from PoolFile, which the agent writes.
+type Proxy struct {
+	IP       string
+	PoolFile string
+	setup    ProxySetup
+	cmd      *exec.Cmd
+	out      *lockedBuffer
+	done     chan struct{}
+	state    *os.ProcessState
+}
+
+// ReadableDir returns a new directory that memcached can read however it
+// runs: tests run as root start memcached as nobody (memcached refuses to
+// run as root), and a test's temporary directory is its owner's alone.
+func ReadableDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// StartProxy starts the proxy of setup on ip:11211, its route
+// configuration and pool file in a directory of its own, and returns once
+// it answers (with no pool yet it answers version, and fails every
+// request). It is killed when the test ends.
+func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
+	t.Helper()
+	bin := require(t, EnvMemcached, "memcached")
+	dir := ReadableDir(t)
+	config := filepath.Join(dir, "config.lua")
+	if err := os.WriteFile(config, []byte(setup.Config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{IP: ip, PoolFile: filepath.Join(dir, "pool"), setup: setup, out: &lockedBuffer{}, done: make(chan struct{})}
+	var args []string
+	for _, a := range setup.Args {
+		// -o proxy_config=routelib,proxy_arg=/etc/memcached-proxy/config.lua
+		if i := strings.Index(a, "proxy_arg="); i >= 0 {
+			rest := a[i+len("proxy_arg="):]
+			end := strings.IndexByte(rest, ',')
+			if end < 0 {
+				end = len(rest)
+			}
+			a = a[:i] + "proxy_arg=" + config + rest[end:]
+		}
+		args = append(args, a)
+	}
+	args = append(args, "-l", ip, "-U", "0")
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "nobody")
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = os.Environ()
+	for k, v := range setup.Env {
+		if k == "MEMCACHED_PROXY_POOL_FILE" {
+			v = p.PoolFile
+		}
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = sysProcAttr()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("dataplane: starting the proxy: %v", err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.state = p.cmd.ProcessState
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.cmd.Process != nil {
+			_ = p.cmd.Process.Kill()
+		}
+		<-p.done
+		if t.Failed() {
+			t.Logf("dataplane: the proxy's output:\n%s", p.out.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Alive() != nil {
+		if exited, how := p.Exited(); exited {
+			t.Fatalf("dataplane: the proxy exited (%s): %s", how, p.out.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dataplane: the proxy does not answer: %v: %s", p.Alive(), p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p
+}
+
+// Addr is the proxy's ip:11211.
+func (p *Proxy) Addr() string { return net.JoinHostPort(p.IP, fmt.Sprint(Port)) }
+
+// PID is the proxy's process ID.
+func (p *Proxy) PID() int { return p.cmd.Process.Pid }
+
+// Exited tells whether the proxy ended, and how, from the process's own
+// wait status: its parent reaped it, so a zombie counts as ended (kill -0
+// on a zombie succeeds).
+func (p *Proxy) Exited() (bool, string) {
+	select {
+	case <-p.done:
+		return true, p.state.String()
+	default:
+		return false, ""
+	}
+}
+
+// Alive returns nil when the proxy has not exited and answers version.
+func (p *Proxy) Alive() error {
+	if exited, how := p.Exited(); exited {
+		return fmt.Errorf("the proxy exited: %s", how)
+	}
+	got, err := Ask(p.Addr(), "version\r\n")
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(got, "VERSION ") {
+		return fmt.Errorf("the proxy answered version with %q", got)
+	}
+	return nil
+}
+
+// Stats returns the proxy's own stats (proxy_config_reloads, ...).
+func (p *Proxy) Stats(t testing.TB) map[string]string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second)
+	if err != nil {
+		t.Fatalf("dataplane: the proxy: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("dataplane: the proxy's stats: %v", err)
+		}
+		if line == "END\r\n" {
+			return out
+		}
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
+			out[f[1]] = f[2]
+		}
+	}
+}
+
+// Log is what the proxy printed so far (proxy.lua logs to stderr).
+func (p *Proxy) Log() string { return p.out.String() }
+
+// AgentArgs are the hook's arguments for the agent beside the proxy, with
+// the pool file this proxy reads and without the admin address (StartAgent
+// picks a free one on loopback).
+func (p *Proxy) AgentArgs() []string {
+	var args []string
+	for _, a := range p.setup.AgentArgs {
+		switch {
+		case strings.HasPrefix(a, "--admin-listen="):
+			continue
+		case strings.HasPrefix(a, "--pool-file="):
+			a = "--pool-file=" + p.PoolFile
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
+// Ask sends line on a new connection and returns the first line of the
+// answer, or the whole answer up to END for a get, a VA for an mg.
+func Ask(addr, line string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, line); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	var b strings.Builder
+	for {
+		l, err := r.ReadString('\n')
+		b.WriteString(l)
+		if err != nil {
+			return b.String(), err
+		}
+		switch {
+		case strings.HasPrefix(b.String(), "VALUE "):
+			if l == "END\r\n" {
+				return b.String(), nil
+			}
+		case strings.HasPrefix(b.String(), "VA ") && strings.Count(b.String(), "\r\n") < 2:
+		default:
+			return b.String(), nil
+		}
+	}
+}
+
+// ExpectedPool is the pool file the agent must write for a slot table,
+// worked out here from the table alone (the tests' own reading of the
+// format proxy.lua takes): version, one line a slot in slot order (a
+// Serving slot its address on memcached's port, any other the
+// placeholder 127.0.0.1:1 labelled _down_<slot>), end and the count; one
+// placeholder for a table with no slot.
+func ExpectedPool(table v1alpha1.SlotTable) string {
+	lines := []string{fmt.Sprintf("version %d", table.Version)}
+	for i, e := range table.Slots {
+		if e.State == v1alpha1.SlotServing && e.IP != "" {
+			lines = append(lines, net.JoinHostPort(e.IP, fmt.Sprint(memcached.Port)))
+		} else {
+			lines = append(lines, fmt.Sprintf("127.0.0.1:1 _down_%d", i))
+		}
+	}
+	n := len(lines) - 1
+	if n == 0 {
+		lines, n = append(lines, "127.0.0.1:1 _down_0"), 1
+	}
+	return strings.Join(append(lines, fmt.Sprintf("end %d", n)), "\n") + "\n"
+}
