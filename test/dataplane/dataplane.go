@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +189,9 @@ func agentBinary(t testing.TB) string {
 	return agentBuild.path
 }
 
+// agents counts the agents started, to name them.
+var agents atomic.Int64
+
 // StartAgent runs the agent with args (beside --admin-listen and
 // --log-format) and returns once it listens; it stops it when the test
 // ends, and prints its log if the test failed.
@@ -195,6 +199,9 @@ func StartAgent(t testing.TB, args ...string) *Agent {
 	t.Helper()
 	a := &Agent{out: &lockedBuffer{}, done: make(chan struct{})}
 	a.cmd = exec.Command(agentBinary(t), append([]string{"--admin-listen=127.0.0.1:0", "--log-format=json"}, args...)...)
+	// Each agent runs in a Pod of its own name, which names it in the
+	// hand-off's lock: two agents of one name would both hold it.
+	a.cmd.Env = append(os.Environ(), fmt.Sprintf("POD_NAME=agent-%d", agents.Add(1)))
 	a.cmd.Stderr = a.out
 	stdout, err := a.cmd.StdoutPipe()
 	if err != nil {

@@ -314,3 +314,14 @@ func ExpectedPool(table v1alpha1.SlotTable) string {
 	}
 	return strings.Join(append(lines, fmt.Sprintf("end %d", n)), "\n") + "\n"
 }
+
+// PodTemplate is the memcached Pods' template of the last Sync's answer:
+// what test/pod runs as the Pods.
+func (c *Cluster) PodTemplate(t testing.TB) corev1.PodTemplateSpec {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := json.Unmarshal(c.child(t, "Deployment", c.Name), &d); err != nil {
+		t.Fatalf("dataplane: the memcached Deployment: %v", err)
+	}
+	return d.Spec.Template
+}

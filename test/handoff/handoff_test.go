@@ -1,0 +1,411 @@
+//go:build linux
+
+// Package handoff_test measures what spec.rollout.keepWarm keeps, on this
+// machine, with real processes only: memcached 1.6.45 runs the Pods the
+// hook answers (test/pod: each Pod at an IP of its own, ended as kubelet
+// ends it, its preStop the hook's), the hook's own logic answers the
+// Memcached's status for them (dataplane.Cluster), the agent copies what
+// status.handoffs asks (--from-file, --report-file, whose reports the
+// next status carries), and memcached's proxy, its pool written by the
+// agent beside it, spreads a steady load of reads and writes over the
+// Pods.
+//
+// Through a rolling replacement of every Pod, and a scale-down from 4 to
+// 3, the hit ratio must stay at least 90 % of what it was before; the
+// same rollout without keepWarm shows what is lost today. A Pod killed
+// without grace loses its items and nothing else breaks. The npm memcache
+// client, which finds the servers through the agent's endpoint and places
+// keys on a ketama ring of their addresses, is measured through the same
+// rollout. Hit ratios over time are printed as benchmark lines.
+package handoff_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/pod"
+)
+
+// The load: a key space that fits the Pods, read 19 times for every
+// write, by a few connections through the proxy.
+const (
+	keys      = 20000
+	valueSize = 200
+	setShare  = 0.05
+	workers   = 4
+)
+
+// cluster is a Memcached whose Pods run here, with the agent and the
+// proxy.
+type cluster struct {
+	t          *testing.T
+	name       string
+	c          *dataplane.Cluster
+	tmpl       corev1.PodTemplateSpec
+	pods       map[string]*pod.Pod
+	file        string   // the Memcached, as the agents follow it
+	reportFiles []string // each agent's reports
+	agent      *dataplane.Agent
+	proxy      *dataplane.Proxy
+	next       int
+}
+
+// newCluster starts size Pods of spec, the agent and, with proxyIP, the
+// proxy tier.
+func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *cluster {
+	t.Helper()
+	dir := dataplane.ReadableDir(t)
+	k := &cluster{t: t, name: name, pods: map[string]*pod.Pod{},
+		c:    &dataplane.Cluster{Name: name, Namespace: "default", Spec: spec},
+		file: filepath.Join(dir, "memcached.json")}
+	k.c.Sync(t)
+	k.tmpl = k.c.PodTemplate(t)
+	for range size {
+		k.c.Pods = append(k.c.Pods, k.start())
+	}
+	k.publish()
+	// Every agent follows the status and may be the one that copies (a
+	// lock on the source lets one at a time): each reports into a file of
+	// its own, as each would patch ConfigMap NAME-agent.
+	follow := func(n int) []string {
+		k.reportFiles = append(k.reportFiles, filepath.Join(dir, fmt.Sprintf("reports-%d.json", n)))
+		return []string{"--namespace=default", "--from-file=" + k.file, "--file-poll-interval=50ms",
+			"--report-file=" + k.reportFiles[n], "--shutdown-delay=0s"}
+	}
+	k.agent = dataplane.StartAgent(t, append([]string{"--memcached=" + name, "--listen=127.0.0.1:0"}, follow(0)...)...)
+	if proxyIP != "" {
+		// The agent beside the proxy, as the hook writes it.
+		k.proxy = dataplane.StartProxy(t, proxyIP, k.c.ProxySetup(t))
+		dataplane.StartAgent(t, append(k.proxy.AgentArgs(), follow(1)...)...)
+		if !dataplane.WaitFor(10*time.Second, func() bool {
+			b, err := os.ReadFile(k.proxy.PoolFile)
+			return err == nil && string(b) == dataplane.ExpectedPool(k.c.Status().SlotTable)
+		}) {
+			t.Fatal("the proxy's pool was not written")
+		}
+		time.Sleep(1500 * time.Millisecond) // the proxy polls its pool once a second
+	}
+	return k
+}
+
+// start runs a new Pod of the template and returns it, Ready.
+func (k *cluster) start() dataplane.Pod {
+	k.t.Helper()
+	name := fmt.Sprintf("%s-%d", k.name, k.next)
+	k.next++
+	p := pod.Run(k.t, k.tmpl, pod.Options{})
+	k.pods[name] = p
+	if !dataplane.WaitFor(10*time.Second, func() bool { _, err := dataplane.Ask(p.Addr(dataplane.Port), "version\r\n"); return err == nil }) {
+		k.t.Fatalf("Pod %s does not answer at %s", name, p.Addr(dataplane.Port))
+	}
+	return dataplane.Pod{Name: name, IP: p.IP(), Ready: true}
+}
+
+// publish answers a sync for the cluster as it is now, the agent's
+// reports included, and writes the Memcached the agents follow.
+func (k *cluster) publish() v1alpha1.MemcachedStatus {
+	k.t.Helper()
+	data := map[string]string{}
+	for _, f := range k.reportFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // none yet
+		}
+		var reports map[string]string
+		if err := json.Unmarshal(b, &reports); err != nil {
+			k.t.Fatalf("the agent's report file %s: %v", f, err)
+		}
+		maps.Copy(data, reports)
+	}
+	k.c.Children = []any{map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": k.name + "-agent", "namespace": "default"},
+		"data":     data,
+	}}
+	st := k.c.Sync(k.t)
+	k.c.WriteFile(k.t, k.file)
+	return st
+}
+
+// handoff of pod in the status, or nil.
+func handoffOf(st v1alpha1.MemcachedStatus, pod string) *v1alpha1.Handoff {
+	for i := range st.Handoffs {
+		if st.Handoffs[i].Pod == pod {
+			return &st.Handoffs[i]
+		}
+	}
+	return nil
+}
+
+// leave terminates Pod name as kubelet does once the Deployment deleted
+// it: the status says it is leaving, its preStop runs (with keepWarm,
+// until the agent's copy is done), memcached stops; then it is gone. It
+// returns how long the preStop ran, and the hand-off's last report.
+func (k *cluster) leave(name string) (time.Duration, *v1alpha1.HandoffProgress) {
+	k.t.Helper()
+	k.c.Set(k.t, name, func(p *dataplane.Pod) { p.Leaving = true })
+	k.publish()
+	done := make(chan pod.Termination, 1)
+	go func() { done <- k.pods[name].Terminate() }()
+	var last *v1alpha1.HandoffProgress
+	var term pod.Termination
+	for waiting := true; waiting; {
+		select {
+		case term = <-done:
+			waiting = false
+		case <-time.After(200 * time.Millisecond):
+		}
+		// The agent's reports reach the status, as through ConfigMap
+		// NAME-agent.
+		if h := handoffOf(k.publish(), name); h != nil && h.Progress != nil {
+			last = h.Progress
+		}
+	}
+	k.c.Remove(name)
+	delete(k.pods, name)
+	k.publish()
+	return term.Container("memcached").PreStop, last
+}
+
+// sampler prints the hit ratio of each second of a load, as benchmark
+// lines, and keeps the counts of the phases it is told.
+type sampler struct {
+	t     *testing.T
+	name  string
+	load  *dataplane.Load
+	start time.Time
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func sample(t *testing.T, name string, load *dataplane.Load) *sampler {
+	s := &sampler{t: t, name: name, load: load, start: time.Now(), stop: make(chan struct{})}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last := load.Counts()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+			now := load.Counts()
+			d := now.Sub(last)
+			last = now
+			fmt.Printf("BenchmarkHandoff/%s/t=%03ds 1 %.3f hit-ratio %d gets %d errors\n", s.name, int(time.Since(s.start).Seconds()), d.HitRatio(), d.Hits+d.Misses, d.Errors)
+		}
+	}()
+	return s
+}
+
+func (s *sampler) done() { close(s.stop); s.wg.Wait() }
+
+// ratioOf runs f under the load and returns the hit ratio while it ran,
+// and the ratio of the few seconds before it.
+func ratioOf(load *dataplane.Load, f func()) (before, during float64) {
+	b0 := load.Counts()
+	time.Sleep(3 * time.Second)
+	b1 := load.Counts()
+	f()
+	d := load.Counts().Sub(b1)
+	return b1.Sub(b0).HitRatio(), d.HitRatio()
+}
+
+// TestRollingReplacement replaces every Pod of a 3-Pod Memcached, one at a
+// time as the Deployment does (the new Pod Ready first, then the old one
+// deleted), under a steady load through the proxy: with keepWarm the hit
+// ratio through it is at least 90 % of the ratio before; without, each
+// replaced Pod's share is lost (printed, the figure today).
+func TestRollingReplacement(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		spec     string
+		proxyIP  string
+		keepWarm bool
+	}{
+		{"keepwarm", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, "127.0.21.1", true},
+		{"without-keepwarm", `{"size":3,"proxy":{"enabled":true}}`, "127.0.21.2", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			k := newCluster(t, "roll", tt.spec, 3, tt.proxyIP)
+			load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+			if err := load.Fill(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			load.Start()
+			defer load.Stop()
+			s := sample(t, tt.name+"/rolling", load)
+			proxyPID := k.proxy.PID()
+			before, during := ratioOf(load, func() {
+				for i := range 3 {
+					old := fmt.Sprintf("roll-%d", i)
+					k.c.Pods = append(k.c.Pods, k.start())
+					k.publish()
+					preStop, report := k.leave(old)
+					t.Logf("%s left in %.1f s of preStop; its hand-off: %+v", old, preStop.Seconds(), report)
+					if tt.keepWarm {
+						switch {
+						case report == nil || report.State != "Done":
+							t.Errorf("%s's hand-off reported %+v, want Done", old, report)
+						case report.Items == 0:
+							t.Errorf("%s's hand-off handed on no item", old)
+						}
+						// The preStop ended on the agent's word, not on
+						// its bound (10 s of sleep, then handoffSeconds).
+						if preStop >= 10*time.Second+30*time.Second {
+							t.Errorf("%s's preStop ran %s: it did not learn the copy was done", old, preStop)
+						}
+					}
+				}
+			})
+			s.done()
+			fmt.Printf("BenchmarkHandoff/%s/rolling-replacement 1 %.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before\n", tt.name, before, during, during/before)
+			if tt.keepWarm && during < 0.9*before {
+				t.Errorf("through the rolling replacement the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
+			}
+			if k.proxy.PID() != proxyPID {
+				t.Error("the proxy restarted")
+			}
+			if err := k.proxy.Alive(); err != nil {
+				t.Errorf("the proxy: %v", err)
+			}
+		})
+	}
+}
+
+// TestScaleDown scales a keepWarm Memcached from 4 to 3 Pods while a
+// middle Pod is the one removed (the Deployment's choice): its slot goes
+// to the last slot's Pod, which hands its old keys on to where they now
+// hash, while the removed Pod hands its own to it. The hit ratio through
+// it is at least 90 % of the ratio before.
+func TestScaleDown(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, "shrink", `{"size":4,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 4, "127.0.21.3")
+	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+	if err := load.Fill(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	load.Start()
+	defer load.Stop()
+	s := sample(t, "keepwarm/4-to-3", load)
+	before, during := ratioOf(load, func() {
+		k.c.Spec = `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`
+		k.publish()
+		preStop, report := k.leave("shrink-1")
+		t.Logf("shrink-1 left in %.1f s of preStop; its hand-off: %+v", preStop.Seconds(), report)
+		// The moved Pod's own hand-off (its old slot's keys) ends when
+		// the agent reports it Done.
+		if !dataplane.WaitFor(30*time.Second, func() bool { return handoffOf(k.publish(), "shrink-3") == nil }) {
+			t.Errorf("the moved Pod's hand-off did not end: %+v", k.c.Status().Handoffs)
+		}
+		time.Sleep(2 * time.Second)
+	})
+	s.done()
+	st := k.c.Status()
+	var table []string
+	for _, e := range st.SlotTable.Slots {
+		table = append(table, e.Pod)
+	}
+	if strings.Join(table, " ") != "shrink-0 shrink-3 shrink-2" {
+		t.Errorf("slots after the scale-down: %v, want shrink-3 moved into shrink-1's", table)
+	}
+	fmt.Printf("BenchmarkHandoff/keepwarm/scale-down-4-to-3 1 %.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before\n", before, during, during/before)
+	if during < 0.9*before {
+		t.Errorf("through the scale-down the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
+	}
+}
+
+// TestKilledWithoutGrace loses a Pod at once (no preStop: a node gone),
+// which loses its items and nothing else: the agent and the proxy go on,
+// the other Pods keep theirs, and its replacement takes its slot empty.
+func TestKilledWithoutGrace(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, "lost", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "127.0.21.4")
+	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+	if err := load.Fill(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	load.Start()
+	defer load.Stop()
+	s := sample(t, "keepwarm/killed", load)
+	proxyPID := k.proxy.PID()
+	before, after := ratioOf(load, func() {
+		k.pods["lost-1"].Kill()
+		k.c.Remove("lost-1")
+		delete(k.pods, "lost-1")
+		k.publish()
+		k.c.Pods = append(k.c.Pods, k.start())
+		if st := k.publish(); len(st.Handoffs) != 0 {
+			t.Errorf("a Pod lost without grace left hand-offs %+v: there is nothing to copy from", st.Handoffs)
+		}
+		time.Sleep(3 * time.Second)
+	})
+	s.done()
+	fmt.Printf("BenchmarkHandoff/keepwarm/killed-without-grace 1 %.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before\n", before, after, after/before)
+	// One Pod's share of three is lost, no more.
+	if after < 0.5*before || after > 0.9*before {
+		t.Errorf("after losing one Pod of three the hit ratio is %.3f of %.3f before; want about two thirds", after, before)
+	}
+	if k.proxy.PID() != proxyPID {
+		t.Error("the proxy restarted")
+	}
+	if err := k.proxy.Alive(); err != nil {
+		t.Errorf("the proxy: %v", err)
+	}
+	if _, err := dataplane.ConfigGetCluster(k.agent.Addr); err != nil {
+		t.Errorf("the agent: %v", err)
+	}
+}
+
+// TestDiscoveryClientThroughARollout runs the rolling replacement with
+// keepWarm under the npm memcache client, which finds the servers through
+// the agent's configuration endpoint and places keys on a ketama ring of
+// their addresses, not by slot: a replaced Pod's keys go around the ring,
+// not to its successor, so the hand-off (which puts items where the proxy
+// looks) helps it little. The hit ratio it keeps is printed.
+func TestDiscoveryClientThroughARollout(t *testing.T) {
+	t.Parallel()
+	k := newCluster(t, "ring", `{"size":3,"discovery":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "")
+	client := dataplane.StartNodeClient(t, "discover", k.agent.Addr, "200")
+	client.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
+	const n = 3000
+	if res := client.Do(t, map[string]any{"op": "set", "prefix": "ring:", "n": n, "size": valueSize}); res["ok"] != float64(n) {
+		t.Fatalf("set %v", res)
+	}
+	ratio := func() float64 {
+		res := client.Do(t, map[string]any{"op": "get", "prefix": "ring:", "n": n})
+		hits, _ := res["hits"].(float64)
+		return hits / n
+	}
+	before := ratio()
+	for i := range 3 {
+		old := fmt.Sprintf("ring-%d", i)
+		k.c.Pods = append(k.c.Pods, k.start())
+		k.publish()
+		k.leave(old)
+		v := k.c.Status().SlotTable.Version
+		client.Next(t, 30*time.Second, func(m map[string]any) bool {
+			got, _ := m["version"].(float64)
+			return m["event"] == "config" && int64(got) == v
+		})
+		fmt.Printf("BenchmarkHandoff/discovery-client/after-replacement-%d 1 %.3f hit-ratio\n", i+1, ratio())
+	}
+	after := ratio()
+	fmt.Printf("BenchmarkHandoff/discovery-client/rolling-replacement 1 %.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before\n", before, after, after/before)
+}
