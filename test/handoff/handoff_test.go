@@ -49,16 +49,16 @@ const (
 // cluster is a Memcached whose Pods run here, with the agent and the
 // proxy.
 type cluster struct {
-	t          *testing.T
-	name       string
-	c          *dataplane.Cluster
-	tmpl       corev1.PodTemplateSpec
-	pods       map[string]*pod.Pod
+	t           *testing.T
+	name        string
+	c           *dataplane.Cluster
+	tmpl        corev1.PodTemplateSpec
+	pods        map[string]*pod.Pod
 	file        string   // the Memcached, as the agents follow it
 	reportFiles []string // each agent's reports
-	agent      *dataplane.Agent
-	proxy      *dataplane.Proxy
-	next       int
+	agent       *dataplane.Agent
+	proxy       *dataplane.Proxy
+	next        int
 }
 
 // newCluster starts size Pods of spec, the agent and, with proxyIP, the
