@@ -74,7 +74,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StringVar(&cfg.authTokenFile, "auth-token-file", "", "require hook calls to send \"Authorization: Bearer <token>\" with the token in this `file` (white space trimmed); reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthUserFile, "basic-auth-username-file", "", "require hook calls to use Basic authentication with the username in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthPassFile, "basic-auth-password-file", "", "the Basic authentication password, in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.agentImage, "agent-image", "", "`image` of memcached-agent, which Memcacheds with spec.discovery run: the hook's own image, which holds both (the manifests set it)")
+	fs.StringVar(&cfg.agentImage, "agent-image", "", "`image` of memcached-agent, which Memcacheds with spec.discovery, spec.proxy or spec.rollout.keepWarm run: the hook's own image, which holds both (the manifests set it)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nServes Metacontroller's customize, sync and finalize hooks for Memcached objects.\nEvery flag may also be set as MEMCACHED_HOOK_<NAME> in the environment.\n\nFlags:\n", fs.Name())
 		fs.PrintDefaults()

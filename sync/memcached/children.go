@@ -42,8 +42,13 @@ type object[S any] struct {
 }
 
 // desiredChildren builds every child the spec calls for, of the kinds the
-// CompositeController manages, in a fixed order.
-func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options) []any {
+// CompositeController manages, in a fixed order. The agent's and the proxy
+// tier's children need the agent image and kinds the CompositeController
+// may not manage: while either is missing (Degraded says which), the ones
+// observed stay as they are, since answering without them would make
+// Metacontroller delete them and cut every client of the proxy or the
+// configuration endpoint off.
+func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options, observed map[string]map[string]metacontroller.Child) []any {
 	children := []any{deployment(p, s)}
 	if managed[ServiceKey] {
 		children = append(children, service(p, s))
@@ -57,11 +62,15 @@ func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, manage
 	if managed[NetworkPolicyKey] {
 		children = append(children, networkPolicy(p, s))
 	}
-	if agentIdentityWanted(s) && opts.AgentImage != "" && managesAll(managed, neededKinds(s)) {
+	switch {
+	case !agentIdentityWanted(s):
+	case opts.AgentImage != "" && managesAll(managed, neededKinds(s)):
 		children = append(children, agentChildren(p, s, opts)...)
 		if proxyEnabled(s) {
 			children = append(children, proxyChildren(p, s, opts)...)
 		}
+	default:
+		children = append(children, keepAgentChildren(p.Name, observed)...)
 	}
 	return children
 }

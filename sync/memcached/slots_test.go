@@ -399,3 +399,77 @@ func TestProxy(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentChildrenStayWhileTheyCannotBeBuilt answers, after a sync that
+// made the agent's and the proxy tier's children, a sync in which the hook
+// cannot build them (no --agent-image, or a kind the CompositeController
+// stopped managing): every observed child must be answered as it was, or
+// Metacontroller would delete the proxy and the configuration endpoint
+// under their clients; Degraded says why.
+func TestAgentChildrenStayWhileTheyCannotBeBuilt(t *testing.T) {
+	spec := `{"size":3,"discovery":{"enabled":true},"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`
+	body := withSpec(t, withAllKinds(t, testutil.CaptureBody(t, "v2/0040-sync.json", "sync")), spec)
+	first := parseAnswer(t, callHook(t, "sync", body, fixedNow))
+	if _, ok := first.proxyChild(t, memcached.DeploymentKey); !ok {
+		t.Fatalf("the first answer has no proxy Deployment: %v", first.childKeys())
+	}
+	observed := nextRequest(t, body, first.raw)
+	withoutRoles := testutil.DecodeObject(t, observed)
+	delete(testutil.GetObject(withoutRoles, "children"), memcached.RoleKey)
+
+	for _, tt := range []struct {
+		name         string
+		body         []byte
+		opts         memcached.Options
+		wantDegraded memcached.Reason
+	}{
+		{"a hook without --agent-image", observed, memcached.Options{}, memcached.ReasonAgentImageUnset},
+		{"Roles no longer managed", testutil.MustMarshal(t, withoutRoles), hookOptions, memcached.ReasonChildKindNotManaged},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := parseAnswer(t, callHookWith(t, "sync", tt.body, fixedNow.Add(time.Hour), tt.opts))
+			// Metacontroller adds controller-uid to what it applies;
+			// the hook's own children come without it.
+			got := withoutControllerUID(sortedChildren(t, a))
+			want := withoutControllerUID(lastAppliedOf(t, tt.body))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("children changed (-observed +answered):\n%s", diff)
+			}
+			if c := a.condition(t, "Degraded"); c.Reason != string(tt.wantDegraded) {
+				t.Errorf("Degraded = %s (%s), want %s", c.Reason, c.Message, tt.wantDegraded)
+			}
+		})
+	}
+}
+
+// sortedChildren is an answer's children decoded, sorted as lastAppliedOf
+// sorts the observed ones: by kind, then namespace/name.
+func sortedChildren(t *testing.T, a syncAnswer) []any {
+	t.Helper()
+	type keyed struct {
+		key string
+		obj any
+	}
+	var all []keyed
+	for _, c := range a.childrenRaw {
+		obj := testutil.DecodeObject(t, c)
+		key := childKey(obj) + " " + testutil.GetString(obj, "metadata", "namespace") + "/" + testutil.GetString(obj, "metadata", "name")
+		all = append(all, keyed{key, testutil.DecodeAny(t, c)})
+	}
+	slices.SortFunc(all, func(x, y keyed) int { return strings.Compare(x.key, y.key) })
+	out := []any{}
+	for _, k := range all {
+		out = append(out, k.obj)
+	}
+	return out
+}
+
+// withoutControllerUID removes the controller-uid label from each object.
+func withoutControllerUID(objs []any) []any {
+	for _, o := range objs {
+		if labels, ok := testutil.Get(o.(map[string]any), "metadata", "labels"); ok {
+			delete(labels.(map[string]any), "controller-uid")
+		}
+	}
+	return objs
+}
