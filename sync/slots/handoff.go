@@ -25,7 +25,7 @@ import (
 // A Pod that is not terminating but moved from a removed slot into a freed
 // one (a scale-down where the Deployment removed another Pod) is Moved:
 // its items of the old slot go where their keys now hash, until the agent
-// reports the copy Done.
+// reports the copy Done (or Failed: the Pod stays either way).
 //
 // The transition is seen once, in the sync where the table changes; later
 // syncs carry the entry forward from prevHandoffs for as long as its Pod
@@ -73,7 +73,9 @@ func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.H
 			}
 		default:
 			prev, ok := carried[p.Name]
-			if !ok || prev.Reason != v1alpha1.HandoffMoved || reports[p.Name].State == HandoffDone {
+			// A Moved copy that ended, done or failed, is over: the Pod
+			// stays, and what was not handed on ages out where it is.
+			if st := reports[p.Name].State; !ok || prev.Reason != v1alpha1.HandoffMoved || st == HandoffDone || st == HandoffFailed {
 				continue
 			}
 			h = prev

@@ -99,6 +99,14 @@ func TestHandoffs(t *testing.T) {
 		reports: map[string]v1alpha1.HandoffProgress{"c": {State: "Done"}},
 		want:    "",
 	}, {
+		name:    "a moved Pod's hand-off failed: it goes too, the Pod stays",
+		prev:    "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO:  []v1alpha1.Handoff{{Pod: "c", Reason: v1alpha1.HandoffMoved, Slot: ptr32(1), To: "c"}},
+		size:    2,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		reports: map[string]v1alpha1.HandoffProgress{"c": {State: "Failed", Message: "connection refused"}},
+		want:    "",
+	}, {
 		name: "a leaving Pod above size behind a waiting one: removed, not waiting",
 		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
 		size: 2,

@@ -281,13 +281,29 @@ func (r *Runner) Stop() {
 	r.wg.Wait()
 }
 
-// report sends a Pod's progress, and remembers that it did.
+// report sends a Pod's progress, and remembers that it did. A copy's last
+// report (Done or Failed) is sent again until it goes through or ctx ends
+// (the entry changed, the agent stops), backing off from 1 s to 30 s: a
+// Moved hand-off leaves the status only once the hook reads it.
 func (r *Runner) report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) {
 	r.mu.Lock()
 	r.reported[pod] = true
 	r.mu.Unlock()
-	if err := r.reporter.Report(ctx, pod, p); err != nil {
+	last := p.State != slots.HandoffCopying
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		err := r.reporter.Report(ctx, pod, p)
+		if err == nil {
+			return
+		}
 		r.logger.Warn("could not report a hand-off's progress", "pod", pod, "state", p.State, "error", err)
+		if !last {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -371,15 +387,16 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	for {
 		var done, held bool
 		var holder string
+		var last *v1alpha1.HandoffProgress
 		err := control(func(c *conn) (err error) {
-			if done, err = finished(c, id, leaving); err != nil || done {
+			if done, last, err = finished(c, id, leaving); err != nil || done {
 				return err
 			}
 			if held, holder, err = tryLock(c, r.opts.Self, r.opts.LockTTL); err != nil || !held {
 				return err
 			}
 			// It may have finished between the look and the lock.
-			if done, err = finished(c, id, leaving); done {
+			if done, last, err = finished(c, id, leaving); done {
 				unlock(c, r.opts.Self)
 			}
 			return err
@@ -392,6 +409,11 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 			return
 		case done:
 			log.Info("another agent handed the items on")
+			if last != nil {
+				// The copier's own report, again: it may have died
+				// before it sent it.
+				r.report(ctx, h.Pod, *last)
+			}
 			return
 		case held:
 		default:
@@ -431,8 +453,9 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 
 	// The marker comes before the lock goes: the agent that waits sees
 	// one or the other.
+	done := progress(slots.HandoffDone, cnt, took, summary(cnt))
 	if err == nil {
-		err = control(func(c *conn) error { return markFinished(c, id, leaving) })
+		err = control(func(c *conn) error { return markFinished(c, id, leaving, done) })
 		if err != nil {
 			err = fmt.Errorf("marking the copy finished: %w", err)
 		}
@@ -452,7 +475,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	case err == nil:
 		release()
 		r.observer.Ended(ResultDone, took)
-		p := progress(slots.HandoffDone, cnt, took, summary(cnt))
+		p := done
 		r.report(ctx, h.Pod, p)
 		msg := fmt.Sprintf("handed on %d items (%.1f MiB) from %s to %s in %.1f s, %d already there",
 			p.Items, float64(p.Bytes)/(1<<20), h.Pod, strings.Join(cnt.pods(h), ", "), took.Seconds(), p.Skipped)

@@ -3,6 +3,7 @@ package handoff
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -312,8 +313,9 @@ func TestPlaced(t *testing.T) {
 			if _, ok := from.get(memcached.DoneKey); ok != tt.wantDone {
 				t.Errorf("done marker on the source: %v, want %v", ok, tt.wantDone)
 			}
-			if v, ok := from.get(CopiedKey); !ok || string(v.value) != jobID(h) {
-				t.Errorf("copied marker %q, %v; want %q", v.value, ok, jobID(h))
+			// The copied marker: the copy's identity, then its report.
+			if v, ok := from.get(CopiedKey); !ok || string(v.value) != jobID(h)+"\n"+mustJSON(t, p) {
+				t.Errorf("copied marker %q, %v; want %q and the final report %+v", v.value, ok, jobID(h), p)
 			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
@@ -402,6 +404,28 @@ func TestCancelled(t *testing.T) {
 	}
 }
 
+// TestLastReportRetried sends a copy's last report again until it goes
+// through: a Moved hand-off leaves the status only once the hook reads
+// it, so a report lost to an API server that was away would keep it there.
+func TestLastReportRetried(t *testing.T) {
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	fill(t, src.addr, "item", 100, func(int) int { return 100 }, 0)
+	rec := newRecorder()
+	rec.failLast = 2
+	r, _ := newRunner(t, "agent-a", rec, Options{})
+	r.Update([]v1alpha1.Handoff{{Pod: "cache-b", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-c", ToIP: dst.ip}},
+		[]v1alpha1.Slot{serving(0, "cache-c", dst.ip)})
+	if p := rec.final(t, "cache-b", 30*time.Second); p.State != "Done" || p.Items != 100 {
+		t.Errorf("final report %+v, want Done with 100 items", p)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.failLast != 0 {
+		t.Errorf("%d failures left: the last report was not sent again", rec.failLast)
+	}
+}
+
 // TestTwoRunners follows one status with two agents: one copies, the
 // other waits and finds the copy done; every item is written once.
 func TestTwoRunners(t *testing.T) {
@@ -441,8 +465,24 @@ func TestTwoRunners(t *testing.T) {
 		}
 		rec.mu.Unlock()
 	}
-	if len(reports) != 1 || reports[0].Items != 2000 || reports[0].Skipped != 0 {
-		t.Errorf("reports %+v, want one agent's: 2000 items, none already there", reports)
+	// The one that found the copy done sends the copier's report again
+	// (the copier might have died before it sent it), and no Event.
+	if len(reports) == 0 || len(reports) > 2 {
+		t.Fatalf("reports %+v, want the copier's, sent by one agent or both", reports)
+	}
+	for _, p := range reports {
+		if p != reports[0] || p.State != "Done" || p.Items != 2000 || p.Skipped != 0 {
+			t.Errorf("reports %+v, want the copier's in each: Done, 2000 items, none already there", reports)
+		}
+	}
+	var events []string
+	for _, rec := range []*recorder{recA, recB} {
+		rec.mu.Lock()
+		events = append(events, rec.events...)
+		rec.mu.Unlock()
+	}
+	if len(events) != 1 {
+		t.Errorf("events %q, want one: the copier's", events)
 	}
 }
 
@@ -624,4 +664,13 @@ func TestEntryChanged(t *testing.T) {
 	if want := []string{ResultCancelled, ResultDone}; !slices.Equal(m.results, want) {
 		t.Errorf("results %q, want %q", m.results, want)
 	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

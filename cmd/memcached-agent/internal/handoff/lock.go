@@ -2,11 +2,14 @@ package handoff
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
 )
 
@@ -16,9 +19,10 @@ const (
 	// LockKey is held (value: the agent's name) by the agent that copies
 	// the source, with a TTL it renews while it copies.
 	LockKey = memcached.ReservedKeyPrefix + "handoff/lock"
-	// CopiedKey holds the identity of the last copy that finished, so
-	// that the other agent, waiting for the lock, knows it has nothing
-	// left to do (a Moved source gets no DoneKey).
+	// CopiedKey holds the identity of the last copy that finished, a
+	// line break and its last report (JSON), so that the other agent,
+	// waiting for the lock, knows it has nothing left to do (a Moved
+	// source gets no DoneKey) and can send that report again.
 	CopiedKey = memcached.ReservedKeyPrefix + "handoff/copied"
 	// copiedTTL keeps CopiedKey on a source that stays (Moved) for a day.
 	copiedTTL = 24 * time.Hour
@@ -94,25 +98,38 @@ func unlock(c *conn, self string) error {
 
 // finished tells whether the copy id is done on the source: CopiedKey
 // says so, or (leaving, a source that gets the marker) DoneKey is there.
-func finished(c *conn, id string, leaving bool) (bool, error) {
+// From CopiedKey it also returns the copy's last report, which an agent
+// that finds the copy done sends again: the copier may have died before
+// sending it, and a Moved hand-off leaves the status only on that report.
+func finished(c *conn, id string, leaving bool) (bool, *v1alpha1.HandoffProgress, error) {
 	v, _, found, err := c.get(CopiedKey)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	if found && string(v) == id {
-		return true, nil
+	if found {
+		if got, report, _ := strings.Cut(string(v), "\n"); got == id {
+			var p v1alpha1.HandoffProgress
+			if json.Unmarshal([]byte(report), &p) != nil || p.State == "" {
+				return true, nil, nil
+			}
+			return true, &p, nil
+		}
 	}
 	if !leaving {
-		return false, nil
+		return false, nil, nil
 	}
 	_, _, found, err = c.get(memcached.DoneKey)
-	return found, err
+	return found, nil, err
 }
 
-// markFinished records the copy id as finished and, for a leaving source,
-// sets DoneKey, which its preStop waits for.
-func markFinished(c *conn, id string, leaving bool) error {
-	if _, err := c.store(CopiedKey, []byte(id), ttlToken(copiedTTL)); err != nil {
+// markFinished records the copy id as finished, with its report, and, for
+// a leaving source, sets DoneKey, which its preStop waits for.
+func markFinished(c *conn, id string, leaving bool, p v1alpha1.HandoffProgress) error {
+	report, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if _, err := c.store(CopiedKey, []byte(id+"\n"+string(report)), ttlToken(copiedTTL)); err != nil {
 		return err
 	}
 	if leaving {
