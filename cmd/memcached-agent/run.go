@@ -66,6 +66,7 @@ type config struct {
 	logFormat        string
 	reportFile       string
 	handoffLockTTL   time.Duration
+	handoffSettle    time.Duration
 	poolFile         string
 }
 
@@ -97,6 +98,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: source Pod to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
 	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
+	fs.DurationVar(&cfg.handoffSettle, "handoff-settle", 2*time.Second, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
 	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", 15*time.Second, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
@@ -146,6 +148,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, fmt.Errorf("--idle-timeout must be positive, got %s", cfg.idleTimeout)
 	case cfg.handoffLockTTL < 3*time.Second:
 		return nil, fmt.Errorf("--handoff-lock-ttl must be at least 3s (memcached counts TTLs in seconds), got %s", cfg.handoffLockTTL)
+	case cfg.handoffSettle < 0 || cfg.handoffSettle > time.Minute:
+		return nil, fmt.Errorf("--handoff-settle must be from 0s to 1m (it delays every copy within the leaving Pod's bound), got %s", cfg.handoffSettle)
 	case cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0:
 		return nil, errors.New("--shutdown-delay and --shutdown-timeout must not be negative")
 	case cfg.logFormat != "json" && cfg.logFormat != "text":
@@ -242,7 +246,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// --from-file without --report-file: the log says it all.
 		reporters = append(reporters, logReporter{logger})
 	}
-	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL}, reporters, m, logger.With("component", "handoff"))
+	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
 	defer handoffs.Stop()
 	var sink follow.Sink = &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
 	// Beside a proxy: its pool, written from every status.

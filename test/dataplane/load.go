@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -18,6 +19,12 @@ import (
 // of the time, set one. A miss is not filled in (no read-through): the
 // hit ratio is then the share of the key space the cache still holds,
 // which is what a rollout loses or keeps.
+//
+// Every value it writes begins with a number that rises with each write,
+// and it remembers, per key, the highest number a write of it was
+// acknowledged with. A get that returns a lower number than the one known
+// when the get was sent is stale: the cache served a value older than
+// one it had acknowledged (Counts.Stale).
 type Load struct {
 	// Addr is where requests go.
 	Addr string
@@ -30,9 +37,32 @@ type Load struct {
 	// Workers is the connections, each a worker.
 	Workers int
 
-	hits, misses, errors atomic.Int64
-	stop                 context.CancelFunc
-	wg                   sync.WaitGroup
+	hits, misses, errors, stale atomic.Int64
+	// written is, per key, the highest write acknowledged; seq numbers
+	// the writes.
+	written []atomic.Int64
+	seq     atomic.Int64
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// value is the value of write n: n, a colon, and padding to ValueSize.
+func (l *Load) value(n int64) string {
+	v := strconv.FormatInt(n, 10) + ":"
+	if pad := l.ValueSize - len(v); pad > 0 {
+		v += strings.Repeat("v", pad)
+	}
+	return v
+}
+
+// acknowledged records that write n of key i was stored.
+func (l *Load) acknowledged(i int, n int64) {
+	for {
+		cur := l.written[i].Load()
+		if cur >= n || l.written[i].CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // Key is the i-th key of the key space.
@@ -45,14 +75,18 @@ func (l *Load) Fill(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	value := strings.Repeat("v", l.ValueSize)
+	if l.written == nil {
+		l.written = make([]atomic.Int64, l.Keys)
+	}
 	for i := range l.Keys {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := c.set(Key(i), value); err != nil {
+		n := l.seq.Add(1)
+		if err := c.set(Key(i), l.value(n)); err != nil {
 			return fmt.Errorf("filling %s: %w", Key(i), err)
 		}
+		l.acknowledged(i, n)
 	}
 	return nil
 }
@@ -61,7 +95,9 @@ func (l *Load) Fill(ctx context.Context) error {
 func (l *Load) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stop = cancel
-	value := strings.Repeat("w", l.ValueSize)
+	if l.written == nil {
+		l.written = make([]atomic.Int64, l.Keys)
+	}
 	for w := range l.Workers {
 		l.wg.Add(1)
 		go func() {
@@ -77,17 +113,33 @@ func (l *Load) Start() {
 						continue
 					}
 				}
-				key := Key(rng.IntN(l.Keys))
+				i := rng.IntN(l.Keys)
 				var err error
 				if rng.Float64() < l.SetShare {
-					err = c.set(key, value)
+					// Each key is written by one worker only, so its
+					// writes are stored in the order they are numbered.
+					i = i - i%l.Workers + w
+					if i >= l.Keys {
+						i = w
+					}
+					key := Key(i)
+					n := l.seq.Add(1)
+					if err = c.set(key, l.value(n)); err == nil {
+						l.acknowledged(i, n)
+					}
 				} else {
-					var hit bool
-					if hit, err = c.get(key); err == nil {
-						if hit {
-							l.hits.Add(1)
-						} else {
+					key := Key(i)
+					known := l.written[i].Load()
+					var got int64
+					if got, err = c.get(key); err == nil {
+						switch {
+						case got < 0:
 							l.misses.Add(1)
+						case got < known:
+							l.stale.Add(1)
+							l.hits.Add(1)
+						default:
+							l.hits.Add(1)
 						}
 					}
 				}
@@ -116,17 +168,18 @@ func (l *Load) Stop() {
 }
 
 // Counts are the gets that hit and missed, and the requests that failed,
-// since the load started.
-type Counts struct{ Hits, Misses, Errors int64 }
+// since the load started; Stale, the hits that returned a value older
+// than one already acknowledged (counted in Hits too).
+type Counts struct{ Hits, Misses, Errors, Stale int64 }
 
 // Counts reads the counts so far.
 func (l *Load) Counts() Counts {
-	return Counts{Hits: l.hits.Load(), Misses: l.misses.Load(), Errors: l.errors.Load()}
+	return Counts{Hits: l.hits.Load(), Misses: l.misses.Load(), Errors: l.errors.Load(), Stale: l.stale.Load()}
 }
 
 // Sub is the counts between two readings.
 func (c Counts) Sub(before Counts) Counts {
-	return Counts{Hits: c.Hits - before.Hits, Misses: c.Misses - before.Misses, Errors: c.Errors - before.Errors}
+	return Counts{Hits: c.Hits - before.Hits, Misses: c.Misses - before.Misses, Errors: c.Errors - before.Errors, Stale: c.Stale - before.Stale}
 }
 
 // HitRatio is hits over the gets answered (hits and misses); errors
@@ -174,32 +227,38 @@ func (c *textConn) set(key, value string) error {
 	return nil
 }
 
-func (c *textConn) get(key string) (bool, error) {
+// get returns the number the value begins with (see Load.value), 0 for a
+// value without one, or -1 for a miss.
+func (c *textConn) get(key string) (int64, error) {
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := fmt.Fprintf(c, "get %s\r\n", key); err != nil {
-		return false, err
+		return -1, err
 	}
-	hit := false
+	got := int64(-1)
 	for {
 		l, err := c.line()
 		if err != nil {
-			return false, err
+			return -1, err
 		}
 		switch {
 		case l == "END":
-			return hit, nil
+			return got, nil
 		case strings.HasPrefix(l, "VALUE "):
 			f := strings.Fields(l)
 			n, err := strconv.Atoi(f[len(f)-1])
 			if err != nil || n < 0 {
-				return false, fmt.Errorf("get %s: %q", key, l)
+				return -1, fmt.Errorf("get %s: %q", key, l)
 			}
-			if _, err := c.r.Discard(n + 2); err != nil {
-				return false, err
+			data := make([]byte, n+2)
+			if _, err := io.ReadFull(c.r, data); err != nil {
+				return -1, err
 			}
-			hit = true
+			got = 0
+			if num, _, ok := strings.Cut(string(data[:n]), ":"); ok {
+				got, _ = strconv.ParseInt(num, 10, 64)
+			}
 		default:
-			return false, fmt.Errorf("get %s: %s", key, l)
+			return -1, fmt.Errorf("get %s: %s", key, l)
 		}
 	}
 }
