@@ -151,8 +151,18 @@ func TestRunPoolFileAndEndpoint(t *testing.T) {
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "10.0.0.1"))
 	waitForFile(t, poolFile, "version 1767225601\n10.0.0.1:11211\nend 1\n")
 	a.stdout.waitFor(t, "serving a new server list", a.exited)
-	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || body != "ok: version 1767225601, 1 servers; pool version 1767225601, 1 slots, 0 down\n" {
-		t.Errorf("/readyz with both: %d %q", code, body)
+	// The writer takes note of the pool once its file is in place: ask
+	// until it has.
+	want := "ok: version 1767225601, 1 servers; pool version 1767225601, 1 slots, 0 down\n"
+	var code int
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code, body = httpGet(t, admin+"/readyz"); code == http.StatusOK && body == want {
+			break
+		}
+	}
+	if code != http.StatusOK || body != want {
+		t.Errorf("/readyz with both: %d %q, want 200 %q", code, body, want)
 	}
 }
 
