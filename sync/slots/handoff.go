@@ -2,6 +2,7 @@ package slots
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
@@ -10,7 +11,7 @@ import (
 // Handoffs says, for spec.rollout.keepWarm, where each leaving Pod's items
 // go, given the table before this sync (prev) and after it (table), the
 // size, the hand-offs the status held (prevHandoffs), the Pods, and the progress the
-// agent reports by Pod name (reports; the agent writes them, the hook only
+// agent reports by ReportKey (reports; the agent writes them, the hook only
 // carries them into the status).
 //
 // A Pod that held slot s and is terminating:
@@ -73,21 +74,36 @@ func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.H
 			}
 		default:
 			prev, ok := carried[p.Name]
+			if !ok || prev.Reason != v1alpha1.HandoffMoved {
+				continue
+			}
 			// A Moved copy that ended, done or failed, is over: the Pod
 			// stays, and what was not handed on ages out where it is.
-			if st := reports[p.Name].State; !ok || prev.Reason != v1alpha1.HandoffMoved || st == HandoffDone || st == HandoffFailed {
+			if st := reports[ReportKey(prev)].State; st == HandoffDone || st == HandoffFailed {
 				continue
 			}
 			h = prev
 		}
 		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
-		if r, ok := reports[p.Name]; ok && h.Reason != v1alpha1.HandoffWaiting {
+		if r, ok := reports[ReportKey(h)]; ok && h.Reason != v1alpha1.HandoffWaiting {
 			h.Progress = &r
 		}
 		out = append(out, h)
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
+}
+
+// ReportKey is where the agent reports a hand-off's progress (a data key
+// of ConfigMap NAME-agent) and where Handoffs reads it: the Pod's name,
+// and for a Moved hand-off "_" and its slot ('_' is in no Pod name). A
+// Pod may move more than once in its life; a report left from an earlier
+// move, Done or Failed, must not end a later one before it started.
+func ReportKey(h v1alpha1.Handoff) string {
+	if h.Reason == v1alpha1.HandoffMoved && h.Slot != nil {
+		return h.Pod + "_" + strconv.Itoa(int(*h.Slot))
+	}
+	return h.Pod
 }
 
 // The states the agent reports a copy in.

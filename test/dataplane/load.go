@@ -120,7 +120,7 @@ func (l *Load) Start() {
 					// writes are stored in the order they are numbered.
 					i = i - i%l.Workers + w
 					if i >= l.Keys {
-						i = w
+						i = w % l.Keys
 					}
 					key := Key(i)
 					n := l.seq.Add(1)

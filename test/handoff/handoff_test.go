@@ -277,12 +277,12 @@ func TestRollingReplacement(t *testing.T) {
 			})
 			s.done()
 			fmt.Printf("BenchmarkHandoff/%s/rolling-replacement 1 %.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale\n", tt.name, before, during, during/before, stale)
-			// Without a copy no Pod can serve an older value than one
-			// acknowledged: the load's count of stale reads must say 0.
-			// (With one it may not: the API reference says why.)
-			if !tt.keepWarm && stale != 0 {
-				t.Errorf("%d stale reads without keepWarm: the load counts wrong", stale)
-			}
+			// Printed, not asserted, here: even without a copy the
+			// proxy's worker threads load a new pool one by one, and in
+			// between a set through a thread that switched can be
+			// followed by a get through one that has not, from the
+			// leaving Pod. (test/dataplane's TestStaleReads checks the
+			// count itself.)
 			if tt.keepWarm && during < 0.9*before {
 				t.Errorf("through the rolling replacement the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
 			}

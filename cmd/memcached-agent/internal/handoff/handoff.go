@@ -36,10 +36,11 @@ import (
 // Reporter takes the copies' progress: the agent writes it into the data
 // of ConfigMap NAME-agent (or a file), where the hook reads it.
 type Reporter interface {
-	// Report is a copy's progress, under its source Pod's name.
-	Report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) error
-	// Forget removes the report of a Pod whose hand-off left the status.
-	Forget(ctx context.Context, pod string) error
+	// Report is a copy's progress, under its report key
+	// (slots.ReportKey: the source Pod's name, and a Moved one's slot).
+	Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error
+	// Forget removes a report whose hand-off left the status.
+	Forget(ctx context.Context, key string) error
 	// Event tells users how a copy ended (an Event on the Memcached).
 	Event(ctx context.Context, warning bool, reason, message string) error
 }
@@ -148,8 +149,9 @@ type Runner struct {
 	// next is a hand-off to start once the Pod's job ends (its entry
 	// changed: one copy of a source at a time).
 	next map[string]v1alpha1.Handoff
-	// reported are the Pods this process reported on.
-	reported map[string]bool
+	// reported are, by Pod, the report keys (slots.ReportKey) this
+	// process reported under.
+	reported map[string][]string
 	stopped  bool
 }
 
@@ -168,7 +170,7 @@ func New(opts Options, reporter Reporter, observer Observer, logger *slog.Logger
 	return &Runner{
 		opts: opts.withDefaults(), reporter: reporter, observer: observer, logger: logger,
 		ctx: ctx, cancel: cancel,
-		jobs: map[string]*job{}, next: map[string]v1alpha1.Handoff{}, reported: map[string]bool{},
+		jobs: map[string]*job{}, next: map[string]v1alpha1.Handoff{}, reported: map[string][]string{},
 	}
 }
 
@@ -244,17 +246,37 @@ func (r *Runner) ended(pod string) {
 		r.start(h)
 		return
 	}
-	if r.reported[pod] {
+	if keys := r.reported[pod]; len(keys) > 0 {
 		delete(r.reported, pod)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
-			defer cancel()
-			if err := r.reporter.Forget(ctx, pod); err != nil {
-				r.logger.Warn("could not remove a hand-off's report", "pod", pod, "error", err)
+			for _, key := range keys {
+				retry(r.ctx, func(ctx context.Context) error { return r.reporter.Forget(ctx, key) }, func(err error) {
+					r.logger.Warn("could not remove a hand-off's report", "pod", pod, "key", key, "error", err)
+				})
 			}
 		}()
+	}
+}
+
+// retry runs f, each attempt bounded to 10 s, until it succeeds or ctx
+// ends, waiting 1 s, 2 s... up to 30 s between attempts, and tells failed
+// of each failure.
+func retry(ctx context.Context, f func(context.Context) error, failed func(error)) {
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(attempt)
+		cancel()
+		if err == nil {
+			return
+		}
+		failed(err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -288,29 +310,29 @@ func (r *Runner) Stop() {
 	r.wg.Wait()
 }
 
-// report sends a Pod's progress, and remembers that it did. A copy's last
-// report (Done or Failed) is sent again until it goes through or ctx ends
-// (the entry changed, the agent stops), backing off from 1 s to 30 s: a
-// Moved hand-off leaves the status only once the hook reads it.
-func (r *Runner) report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) {
+// report sends h's progress under its report key, and remembers that it
+// did. A copy's last report (Done or Failed) is sent again until it goes
+// through or ctx ends (the entry changed, the agent stops): a Moved
+// hand-off leaves the status only once the hook reads it.
+func (r *Runner) report(ctx context.Context, h v1alpha1.Handoff, p v1alpha1.HandoffProgress) {
+	key := slots.ReportKey(h)
 	r.mu.Lock()
-	r.reported[pod] = true
+	if !slices.Contains(r.reported[h.Pod], key) {
+		r.reported[h.Pod] = append(r.reported[h.Pod], key)
+	}
 	r.mu.Unlock()
-	last := p.State != slots.HandoffCopying
-	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		err := r.reporter.Report(ctx, pod, p)
-		if err == nil {
-			return
-		}
-		r.logger.Warn("could not report a hand-off's progress", "pod", pod, "state", p.State, "error", err)
-		if !last {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+	send := func(ctx context.Context) error { return r.reporter.Report(ctx, key, p) }
+	failed := func(err error) {
+		r.logger.Warn("could not report a hand-off's progress", "pod", h.Pod, "key", key, "state", p.State, "error", err)
+	}
+	if p.State != slots.HandoffCopying {
+		retry(ctx, send, failed)
+		return
+	}
+	attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := send(attempt); err != nil {
+		failed(err)
 	}
 }
 
@@ -333,10 +355,10 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
-			r.report(ctx, h.Pod, v1alpha1.HandoffProgress{State: slots.HandoffFailed, Message: "setting the done marker: " + err.Error()})
+			r.report(ctx, h, v1alpha1.HandoffProgress{State: slots.HandoffFailed, Message: "setting the done marker: " + err.Error()})
 			log.Warn("could not set the done marker", "error", err)
 		default:
-			r.report(ctx, h.Pod, v1alpha1.HandoffProgress{State: slots.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
+			r.report(ctx, h, v1alpha1.HandoffProgress{State: slots.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
 			log.Info("nothing to hand on: done marker set")
 		}
 		return
@@ -427,7 +449,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 			if last != nil {
 				// The copier's own report, again: it may have died
 				// before it sent it.
-				r.report(ctx, h.Pod, *last)
+				r.report(ctx, h, *last)
 			}
 			return
 		case held:
@@ -449,7 +471,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	start := r.opts.Now()
 	cnt := &counts{}
 	log.Info("handing items on", "from", source, "to", h.To, "to_ip", h.ToIP)
-	r.report(ctx, h.Pod, progress(slots.HandoffCopying, cnt, 0, ""))
+	r.report(ctx, h, progress(slots.HandoffCopying, cnt, 0, ""))
 
 	copyCtx, stopCopy := context.WithCancelCause(ctx)
 	defer stopCopy(nil)
@@ -457,7 +479,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.keep(copyCtx, stopCopy, source, log, start, cnt, h.Pod)
+		r.keep(copyCtx, stopCopy, source, log, start, cnt, h)
 	}()
 	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet}
 	err := cp.run(copyCtx, r.opts.Retries)
@@ -491,7 +513,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		release()
 		r.observer.Ended(ResultDone, took)
 		p := done
-		r.report(ctx, h.Pod, p)
+		r.report(ctx, h, p)
 		msg := fmt.Sprintf("handed on %d items (%.1f MiB) from %s to %s in %.1f s, %d already there",
 			p.Items, float64(p.Bytes)/(1<<20), h.Pod, strings.Join(cnt.pods(h), ", "), took.Seconds(), p.Skipped)
 		if p.Message != "" {
@@ -517,7 +539,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 func (r *Runner) failed(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, start time.Time, cnt *counts, err error) {
 	took := r.opts.Now().Sub(start)
 	r.observer.Ended(ResultFailed, took)
-	r.report(ctx, h.Pod, progress(slots.HandoffFailed, cnt, took, err.Error()))
+	r.report(ctx, h, progress(slots.HandoffFailed, cnt, took, err.Error()))
 	r.event(ctx, log, true, "HandoffFailed", fmt.Sprintf("handing on the items of %s (%s) failed after %d items: %v", h.Pod, h.Reason, cnt.items.Load(), err))
 	log.Warn("hand-off failed", "error", err, "items", cnt.items.Load())
 }
@@ -531,7 +553,7 @@ func (r *Runner) event(ctx context.Context, log *slog.Logger, warning bool, reas
 // keep renews the lock every third of its TTL and stops the copy when
 // the lock is lost, and, apart (a slow API server must not let the lock
 // expire), reports progress every ReportEvery, until ctx ends.
-func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source string, log *slog.Logger, start time.Time, cnt *counts, pod string) {
+func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source string, log *slog.Logger, start time.Time, cnt *counts, h v1alpha1.Handoff) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(1)
@@ -545,7 +567,7 @@ func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source 
 				return
 			case <-report.C:
 				r.handed(cnt)
-				r.report(ctx, pod, progress(slots.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
+				r.report(ctx, h, progress(slots.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
 			}
 		}
 	}()

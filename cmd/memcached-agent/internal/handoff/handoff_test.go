@@ -277,7 +277,7 @@ func TestPlaced(t *testing.T) {
 				h.Pod, h.Slot, h.To, h.ToIP = "cache-b", slot(int32(tt.source)), "cache-b", b.ip
 			}
 			r.Update([]v1alpha1.Handoff{h}, table)
-			p := rec.final(t, h.Pod, 60*time.Second)
+			p := rec.final(t, slots.ReportKey(h), 60*time.Second)
 
 			clients := []*client{newClient(t, a.addr), newClient(t, b.addr), newClient(t, c.addr)}
 			var wantItems, homeless int64
