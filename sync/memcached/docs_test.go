@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/test/crdschema"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -21,35 +21,6 @@ import (
 // what the hook does when a field is left out; these tests hold them to
 // what the hook answers, and the reference's prose to the reasons the hook
 // gives.
-
-// description is the CRD's description of a field, by its path from the
-// schema's root ("spec.resources"), on one line.
-func description(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testutil.Root(), "manifests", "base", "crd", "cache.example.com_memcacheds.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Schema struct {
-					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
-				} `json:"schema"`
-			} `json:"versions"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(b, &crd); err != nil {
-		t.Fatal(err)
-	}
-	node := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
-	for _, name := range strings.Split(path, ".") {
-		props, _ := node["properties"].(map[string]any)
-		node, _ = props[name].(map[string]any)
-	}
-	d, _ := node["description"].(string)
-	return strings.Join(strings.Fields(d), " ")
-}
 
 // TestDescriptionsStateTheDefaults checks the words of the descriptions of
 // spec.resources, spec.metrics.resources and spec.topologySpreadConstraints
@@ -66,7 +37,7 @@ func TestDescriptionsStateTheDefaults(t *testing.T) {
 	cpu := memcached.Requests[corev1.ResourceCPU]
 	want = append(want, "a CPU request of "+cpu.String()+", and no CPU limit")
 	for _, w := range want {
-		if d := description(t, "spec.resources"); !strings.Contains(d, w) {
+		if d := crdschema.Description(t, "spec.resources"); !strings.Contains(d, w) {
 			t.Errorf("spec.resources: %q does not say %q", d, w)
 		}
 	}
@@ -76,7 +47,7 @@ func TestDescriptionsStateTheDefaults(t *testing.T) {
 	}
 	eCPU, eMem, eLimit := exporter.Requests[corev1.ResourceCPU], exporter.Requests[corev1.ResourceMemory], exporter.Limits[corev1.ResourceMemory]
 	w := "requests of " + eCPU.String() + " CPU and " + eMem.String() + " of memory, a limit of " + eLimit.String() + " of memory"
-	if d := description(t, "spec.metrics.resources"); !strings.Contains(d, w) {
+	if d := crdschema.Description(t, "spec.metrics.resources"); !strings.Contains(d, w) {
 		t.Errorf("spec.metrics.resources: %q does not say %q", d, w)
 	}
 
@@ -91,7 +62,7 @@ func TestDescriptionsStateTheDefaults(t *testing.T) {
 	if got := strings.Join(keys, " "); got != corev1.LabelHostname+" "+corev1.LabelTopologyZone {
 		t.Errorf("the default spread is over %s; spec.topologySpreadConstraints says nodes and zones", got)
 	}
-	if d := description(t, "spec.topologySpreadConstraints"); !strings.Contains(d, "Left out, the Pods spread across nodes and zones, softly") {
+	if d := crdschema.Description(t, "spec.topologySpreadConstraints"); !strings.Contains(d, "Left out, the Pods spread across nodes and zones, softly") {
 		t.Errorf("spec.topologySpreadConstraints: %q does not say how the Pods spread by default", d)
 	}
 }

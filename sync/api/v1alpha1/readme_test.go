@@ -3,12 +3,11 @@ package v1alpha1
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"github.com/example/memcached-operator/test/crdschema"
 )
 
 // The reference tables of README.md are generated from the CRD, which is
@@ -16,38 +15,6 @@ import (
 // fail when either is stale), so they state the settings' defaults and
 // bounds as settings.go does. These tests check what is written by hand:
 // the doc comments that name memcached's flags, and the README's prose.
-
-// crdDescription is the generated CRD's description of a field, by its
-// path from the schema's root ("spec.memcached.threads").
-func crdDescription(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "manifests", "base", "crd", "cache.example.com_memcacheds.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd struct {
-		Spec struct {
-			Versions []struct {
-				Schema struct {
-					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
-				} `json:"schema"`
-			} `json:"versions"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(b, &crd); err != nil {
-		t.Fatal(err)
-	}
-	node := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
-	for _, name := range strings.Split(path, ".") {
-		props, _ := node["properties"].(map[string]any)
-		node, _ = props[name].(map[string]any)
-	}
-	d, _ := node["description"].(string)
-	if d == "" {
-		t.Fatalf("the CRD has no description of %s", path)
-	}
-	return d
-}
 
 // TestDescriptionsNameTheFlags checks that the description of each
 // memcached setting names its flag, and that extraArgs' lists every flag it
@@ -58,11 +25,11 @@ func TestDescriptionsNameTheFlags(t *testing.T) {
 		if short == "" {
 			continue
 		}
-		if d := crdDescription(t, "spec."+st.Field()); !namesFlag(d, short) {
+		if d := crdschema.Description(t, "spec."+st.Field()); !namesFlag(d, short) {
 			t.Errorf("the description of spec.%s does not name %s: %q", st.Field(), short, d)
 		}
 	}
-	extra := crdDescription(t, "spec.memcached.extraArgs")
+	extra := crdschema.Description(t, "spec.memcached.extraArgs")
 	for _, letter := range managedShort {
 		if !namesFlag(extra, "-"+string(letter)) {
 			t.Errorf("the description of spec.memcached.extraArgs does not list -%c among the flags it may not set", letter)
