@@ -129,9 +129,10 @@ func readDeployment(c metacontroller.Child) *deploymentState {
 }
 
 // status computes the parent's status from what was observed. spec is nil
-// when specErr says why.
-func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time, opts Options) *v1alpha1.MemcachedStatus {
-	st := &v1alpha1.MemcachedStatus{
+// when specErr says why. pending is how long until the slot table can act
+// on an event it waits on (0: none).
+func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time, opts Options) (st *v1alpha1.MemcachedStatus, pending time.Duration) {
+	st = &v1alpha1.MemcachedStatus{
 		ObservedGeneration: p.Generation,
 		Nodes:              []string{},
 		Endpoints:          []string{},
@@ -163,7 +164,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	}
 
 	pods := slotPods(obs)
-	st.SlotTable = slotTable(p, size, pods, now)
+	st.SlotTable, pending = slotTable(p, size, pods, now)
 	st.Handoffs = handoffs(p, spec, size, st.SlotTable.Slots, pods, obs)
 	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
 	st.ProxyEndpoint = proxyEndpoint(p, spec, obs)
@@ -186,7 +187,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 		}
 	}
 	st.Conditions = conds
-	return st
+	return st, pending
 }
 
 // MinAvailable is how many ready Pods make a Memcached of the given size
@@ -424,23 +425,50 @@ func cond(t string, ok bool, reason Reason, msg string) metav1.Condition {
 }
 
 // slotPods are the Pods as the slot table sees them, terminating ones
-// included.
+// included, with the times the table orders its decisions by.
 func slotPods(obs observed) []slots.Pod {
 	pods := make([]slots.Pod, 0, len(obs.pods)+len(obs.leaving))
 	for _, pod := range obs.pods {
-		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod)})
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod)})
 	}
 	for _, pod := range obs.leaving {
-		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), Leaving: true})
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod),
+			Leaving: true, LeavingSince: leavingSince(pod)})
 	}
 	return pods
 }
 
+// readySince is when the Pod's Ready condition last changed, or, without
+// one, when the Pod was made.
+func readySince(pod metacontroller.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodReady) && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return pod.Metadata.CreationTimestamp.Time
+}
+
+// leavingSince is when the Pod's deletion was asked: its deletion
+// timestamp is that time plus the grace period.
+func leavingSince(pod metacontroller.Pod) time.Time {
+	m := pod.Metadata
+	if m.DeletionTimestamp == nil {
+		return time.Time{}
+	}
+	t := m.DeletionTimestamp.Time
+	if g := m.DeletionGracePeriodSeconds; g != nil && *g > 0 {
+		t = t.Add(-time.Duration(*g) * time.Second)
+	}
+	return t
+}
+
 // slotTable assigns the Pods their slots (package slots), starting from the
-// table the status held, and versions the result.
-func slotTable(p *metacontroller.Parent, size int32, pods []slots.Pod, now time.Time) v1alpha1.SlotTable {
-	table := slots.Assign(p.Status.SlotTable.Slots, size, pods)
-	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, table, now), Slots: table}
+// table the status held, and versions the result. pending is how long
+// until an event the table waits on settles.
+func slotTable(p *metacontroller.Parent, size int32, pods []slots.Pod, now time.Time) (table v1alpha1.SlotTable, pending time.Duration) {
+	assigned, pending := slots.Assign(p.Status.SlotTable.Slots, size, pods, now)
+	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, assigned, now), Slots: assigned}, pending
 }
 
 // hasChild tells whether a child of kind (its key) and name was observed.

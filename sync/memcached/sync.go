@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -121,7 +122,14 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 	default:
 		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children)
 	}
-	resp.Status = status(req.Parent, spec, specErr, obs, now, opts)
+	var pending time.Duration
+	resp.Status, pending = status(req.Parent, spec, specErr, obs, now, opts)
+	if pending > 0 && !finalizing {
+		// The slot table waits for an event to settle: come back then,
+		// rounded up to a tenth of a second so that the answer changes only
+		// as often.
+		resp.ResyncAfterSeconds = math.Ceil(pending.Seconds()*10) / 10
+	}
 	a := &Answer{Response: resp, Degraded: ReasonAsExpected}
 	if c := meta.FindStatusCondition(resp.Status.Conditions, ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue {
 		a.Degraded = Reason(c.Reason)

@@ -321,8 +321,12 @@ func decodePodMeta(d *jsontext.Decoder, m *PodMeta) error {
 			m.Namespace, o.err = readString(d)
 		case "labels":
 			o.err = decodeStringMap(d, &m.Labels)
+		case "creationTimestamp":
+			o.err = json.UnmarshalDecode(d, &m.CreationTimestamp)
 		case "deletionTimestamp":
 			o.err = json.UnmarshalDecode(d, &m.DeletionTimestamp)
+		case "deletionGracePeriodSeconds":
+			o.err = json.UnmarshalDecode(d, &m.DeletionGracePeriodSeconds)
 		default:
 			o.err = skip(d)
 		}
@@ -361,6 +365,8 @@ func decodePodCondition(d *jsontext.Decoder, c *PodCondition) error {
 			c.Status, o.err = readString(d)
 		case "reason":
 			c.Reason, o.err = readString(d)
+		case "lastTransitionTime":
+			o.err = json.UnmarshalDecode(d, &c.LastTransitionTime)
 		default:
 			o.err = skip(d)
 		}

@@ -90,7 +90,11 @@ type PodMeta struct {
 	Name              string            `json:"name"`
 	Namespace         string            `json:"namespace"`
 	Labels            map[string]string `json:"labels"`
+	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+	// DeletionGracePeriodSeconds, with DeletionTimestamp, tells when the
+	// deletion was asked: the timestamp is that time plus the grace.
+	DeletionGracePeriodSeconds *int64 `json:"deletionGracePeriodSeconds"`
 }
 
 // PodStatus is the part of a Pod's status the hook reads.
@@ -104,9 +108,10 @@ type PodStatus struct {
 
 // PodCondition is one of a Pod's conditions.
 type PodCondition struct {
-	Type   string `json:"type"`
-	Status string `json:"status"`
-	Reason string `json:"reason"`
+	Type               string      `json:"type"`
+	Status             string      `json:"status"`
+	Reason             string      `json:"reason"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 
 // ContainerStatus is the part of a container's status that tells a crash
@@ -137,9 +142,12 @@ type StateReason struct {
 // exactly those hook v2 decodes strictly; Children is never nil, because a
 // 200 that decodes to no children deletes every child.
 type SyncResponse struct {
-	Status    *v1alpha1.MemcachedStatus `json:"status"`
-	Children  []any                     `json:"children"`
-	Finalized bool                      `json:"finalized,omitempty"`
+	Status   *v1alpha1.MemcachedStatus `json:"status"`
+	Children []any                     `json:"children"`
+	// ResyncAfterSeconds asks Metacontroller to sync again after this
+	// long, for a decision that waits on time rather than on an object.
+	ResyncAfterSeconds float64 `json:"resyncAfterSeconds,omitempty"`
+	Finalized          bool    `json:"finalized,omitempty"`
 }
 
 // CustomizeResponse is the answer to a customize call.

@@ -136,7 +136,7 @@ func TestHandoffs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			prev := table(t, tt.prev)
-			next := slots.Assign(prev, tt.size, tt.pods)
+			next := assign(prev, tt.size, tt.pods)
 			got := slots.Handoffs(prev, next, tt.size, tt.prevHO, tt.pods, tt.reports)
 			if handoffs(got) != tt.want {
 				t.Errorf("Handoffs = %q, want %q (table %s)", handoffs(got), tt.want, show(next))
@@ -151,11 +151,11 @@ func TestHandoffs(t *testing.T) {
 // until the leaving Pod is gone.
 func TestHandoffsThroughARollingUpdate(t *testing.T) {
 	pods := []slots.Pod{ready("old-0", "10.0.0.1"), ready("old-1", "10.0.0.2"), ready("old-2", "10.0.0.3")}
-	tb := slots.Assign(nil, 3, pods)
+	tb := assign(nil, 3, pods)
 	var hs []v1alpha1.Handoff
 	step := func(want string) {
 		t.Helper()
-		next := slots.Assign(tb, 3, pods)
+		next := assign(tb, 3, pods)
 		hs = slots.Handoffs(tb, next, 3, hs, pods, nil)
 		tb = next
 		if got := handoffs(hs); got != want {

@@ -210,7 +210,7 @@ func TestAssign(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := slots.Assign(table(t, tt.prev), tt.size, tt.pods)
+			got := assign(table(t, tt.prev), tt.size, tt.pods)
 			if diff := cmp.Diff(show(got), show(table(t, tt.want))); diff != "" {
 				t.Errorf("Assign(%q, %d) = %q, want %q", tt.prev, tt.size, show(got), tt.want)
 			}
@@ -253,7 +253,7 @@ func TestAssignEditedTable(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := slots.Assign(tt.prev, 3, pods)
+			got := assign(tt.prev, 3, pods)
 			if show(got) != tt.want {
 				t.Errorf("Assign = %q, want %q", show(got), tt.want)
 			}
@@ -280,11 +280,11 @@ func TestRollingUpdate(t *testing.T) {
 		}
 		return out
 	}
-	tb := slots.Assign(nil, size, list())
+	tb := assign(nil, size, list())
 	ready := map[string]bool{}
 	check := func(step string) {
 		t.Helper()
-		next := slots.Assign(tb, size, list())
+		next := assign(tb, size, list())
 		if len(next) != size {
 			t.Fatalf("%s: %d slots, want %d: %s", step, len(next), size, show(next))
 		}
@@ -327,17 +327,20 @@ func TestRollingUpdate(t *testing.T) {
 func TestAssignIsDeterministic(t *testing.T) {
 	pods := []slots.Pod{ready("c", "10.0.0.3"), ready("a", "10.0.0.1"), leaving("d", "10.0.0.4"), ready("b", "10.0.0.2"), ready("e", "10.0.0.5")}
 	prev := table(t, "- d@10.0.0.4:Serving e@10.0.0.5:Serving")
-	want := show(slots.Assign(prev, 4, pods))
+	want := show(assign(prev, 4, pods))
 	for range 50 {
 		// Reverse the order Pods arrive in: maps in the request have none.
 		for i, j := 0, len(pods)-1; i < j; i, j = i+1, j-1 {
 			pods[i], pods[j] = pods[j], pods[i]
 		}
-		if got := show(slots.Assign(prev, 4, pods)); got != want {
+		if got := show(assign(prev, 4, pods)); got != want {
 			t.Fatalf("Assign gave %q, then %q", want, got)
 		}
 	}
-	if want != "a@10.0.0.1:Serving b@10.0.0.2:Serving e@10.0.0.5:Serving c@10.0.0.3:Serving" {
+	// Slots 0 and 3 are free from the start, and go first, to a and b by
+	// name (they turned Ready in the same second); d's slot 1 is freed
+	// after them, and goes to c, which waited.
+	if want != "a@10.0.0.1:Serving c@10.0.0.3:Serving e@10.0.0.5:Serving b@10.0.0.2:Serving" {
 		t.Errorf("Assign = %q", want)
 	}
 }
@@ -418,4 +421,14 @@ func TestVersion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testNow is the time the tests assign at: long after every event their
+// Pods record (they record none, the zero time), so all have settled.
+var testNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// assign is slots.Assign at testNow, for tests that wait on nothing.
+func assign(prev []v1alpha1.Slot, size int32, pods []slots.Pod) []v1alpha1.Slot {
+	tb, _ := slots.Assign(prev, size, pods, testNow)
+	return tb
 }
