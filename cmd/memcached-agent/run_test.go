@@ -322,14 +322,22 @@ func TestRunFromFile(t *testing.T) {
 	}
 	t.Logf("BenchmarkRunFromFileServed\t1\t%.1f ms/op", float64(time.Since(changed).Microseconds())/1000)
 
+	// A status computed from an older copy landed last, with a lower
+	// version: its list is served, under a version above the one served.
 	testutil.WriteFileAtomic(t, path, memcachedJSON(5, "10.0.0.9"))
-	_, metricsText := httpGet(t, admin+"/metrics")
-	for metricsText = ""; !strings.Contains(metricsText, `memcached_agent_lists_refused_total{reason="version_went_down"} 1`); _, metricsText = httpGet(t, admin+"/metrics") {
-		time.Sleep(10 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, _ := ask(t, a.addr, nil, "get AmazonElastiCache:cluster\r\n")
+		if strings.Contains(got, "\n1767225602\n") && strings.Contains(got, "|10.0.0.9|11211\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a lower version's list was not served under version 1767225602: %q", got)
+		}
 	}
+	_, metricsText := httpGet(t, admin+"/metrics")
 	for _, line := range []string{
-		"memcached_agent_list_version 1.767225601e+09",
-		"memcached_agent_list_servers 3",
+		"memcached_agent_list_version 1.767225602e+09",
+		"memcached_agent_list_servers 1",
 		`memcached_agent_commands_total{kind="config_get_cluster"} 2`,
 		`memcached_agent_lists_refused_total{reason="no_servers"} 0`,
 		`memcached_agent_follow_errors_total{source="file"} 1`,

@@ -8,10 +8,11 @@
 // applied, forever (the AWS cluster clients, gomemcache forks and npm
 // memcache parse it as an int64), so a list is never served that would
 // make them stop following: no empty list, no unparseable address, no
-// version that is not positive or that went down. A list that changed
-// under the same version would be ignored by clients that have the
-// version already, and taken by the ones that have not: serving it would
-// split the clients, so the old one stays served until the version moves.
+// version that is not positive. The list served is the one of the status
+// that landed last, under a version that never goes down
+// (slots.ServedVersion): a status computed from a stale copy can land
+// after a newer one with a lower version, and its list is still the
+// current one.
 package serverlist
 
 import (
@@ -37,10 +38,6 @@ const (
 	BadAddress = "bad_address"
 	// BadVersion: the version is not positive.
 	BadVersion = "bad_version"
-	// VersionWentDown: the version is lower than the one served.
-	VersionWentDown = "version_went_down"
-	// ChangedSameVersion: the list changed but its version did not.
-	ChangedSameVersion = "changed_same_version"
 	// WrongObject: the object is another Memcached than the one followed.
 	WrongObject = "wrong_object"
 	// Unreadable: the follower could not read or decode the object.
@@ -49,7 +46,7 @@ const (
 
 // Reasons are every refusal reason, for metrics that show each from the
 // start.
-var Reasons = []string{NoServers, BadAddress, BadVersion, VersionWentDown, ChangedSameVersion, WrongObject, Unreadable}
+var Reasons = []string{NoServers, BadAddress, BadVersion, WrongObject, Unreadable}
 
 // Snapshot is a published list. It is never changed once published.
 type Snapshot struct {
@@ -176,16 +173,17 @@ func (p *Publisher) check(m *metacontroller.Parent) (reason, problem string, nex
 	if table.Version <= 0 {
 		return BadVersion, fmt.Sprintf("status.slotTable.version is %d, not positive", table.Version), nil
 	}
-	cur := p.current.Load()
-	if cur != nil {
-		switch {
-		case table.Version < cur.Version:
-			return VersionWentDown, fmt.Sprintf("status.slotTable.version %d is lower than the version served, %d: clients would ignore it", table.Version, cur.Version), nil
-		case table.Version == cur.Version && slices.Equal(nodes, cur.Nodes):
+	version := table.Version
+	if cur := p.current.Load(); cur != nil {
+		same := slices.Equal(nodes, cur.Nodes)
+		version = slots.ServedVersion(cur.Version, same, table.Version)
+		if same && version == cur.Version {
 			return "", "", nil
-		case table.Version == cur.Version:
-			return ChangedSameVersion, fmt.Sprintf("the list changed but its version %d did not: clients that have it would not take the change", table.Version), nil
+		}
+		if version != table.Version {
+			p.logger.Info("the status's version is not above the one served (a status computed from an older copy landed last): serving its list under a higher one",
+				"status_version", table.Version, "serving_version", version)
 		}
 	}
-	return "", "", &Snapshot{Version: table.Version, Nodes: nodes, Answers: protocol.NewAnswers(table.Version, nodes), Published: p.now()}
+	return "", "", &Snapshot{Version: version, Nodes: nodes, Answers: protocol.NewAnswers(version, nodes), Published: p.now()}
 }
