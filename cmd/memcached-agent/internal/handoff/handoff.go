@@ -375,16 +375,35 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 	var rt route
 	switch h.Reason {
 	case v1alpha1.HandoffReplaced:
-		if h.ToIP == "" {
-			r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no address for the Pod that took the slot"))
+		if h.Slot == nil || h.ToIP == "" {
+			r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no slot, or no address for the Pod that took it"))
 			return
 		}
-		to := destination{addr: net.JoinHostPort(h.ToIP, strconv.Itoa(r.opts.Port)), pod: h.To}
-		rt = func(string) (destination, bool) { return to, true }
+		rt = r.holder(h)
 	default:
 		rt = r.place(h)
 	}
 	r.copy(ctx, log, h, source, rt)
+}
+
+// holder routes a Replaced Pod's items to the Pod that holds its slot in
+// the slot table as it is now, when that Pod is Serving and is not the
+// source: after the settle, a status that landed since may name another
+// holder (its entry then changes, and this copy is cancelled), and no item
+// goes to a Pod the current table does not name.
+func (r *Runner) holder(h v1alpha1.Handoff) route {
+	slot := int(*h.Slot)
+	return func(string) (destination, bool) {
+		table := *r.table.Load()
+		if slot >= len(table) {
+			return destination{}, false
+		}
+		s := table[slot]
+		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
+			return destination{}, false
+		}
+		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+	}
 }
 
 // place routes Removed and Moved items: each to the slot its key hashes

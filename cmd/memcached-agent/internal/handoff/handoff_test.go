@@ -396,7 +396,7 @@ func TestCancelled(t *testing.T) {
 			// The runner goes on: another source, another copy.
 			next := startServer(t, nextIP(t), 64)
 			fill(t, next.addr, "next", 10, func(int) int { return 10 }, 0)
-			r.Update([]v1alpha1.Handoff{{Pod: "cache-next", IP: next.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}}, table)
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-next", IP: next.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}}, table)
 			if p := rec.final(t, "cache-next", 30*time.Second); p.State != "Done" || p.Items != 10 {
 				t.Errorf("the next copy: %+v", p)
 			}
@@ -436,7 +436,7 @@ func TestTwoRunners(t *testing.T) {
 	a, _ := newRunner(t, "agent-a", recA, Options{})
 	b, _ := newRunner(t, "agent-b", recB, Options{})
 	table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
-	hs := []v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}}
+	hs := []v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}}
 	a.Update(hs, table)
 	b.Update(hs, table)
 	deadline := time.Now().Add(30 * time.Second)
@@ -520,7 +520,7 @@ func TestRates(t *testing.T) {
 			rec := newRecorder()
 			r, _ := newRunner(t, "agent-a", rec, Options{ReportEvery: time.Hour})
 			start := time.Now()
-			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}},
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
 				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			p := rec.final(t, "cache-old", 5*time.Minute)
 			took := time.Since(start).Seconds()
@@ -587,7 +587,7 @@ func TestRefusals(t *testing.T) {
 			rec := newRecorder()
 			r, _ := newRunner(t, "agent-a", rec, Options{})
 			start := time.Now()
-			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, To: "cache-new", ToIP: dst.ip}},
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
 				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			p := rec.final(t, "cache-old", 60*time.Second)
 			if got := p.State == "Done"; got != tt.wantDone || !strings.Contains(p.Message, tt.wantMsg) {
@@ -673,4 +673,56 @@ func mustJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestReplacedGoesToTheSlotsHolder changes the slot table, not the entry,
+// while a copy waits out its settle: the copy goes to the Pod that holds
+// the slot when it starts, and to no Pod the table does not name Serving.
+func TestReplacedGoesToTheSlotsHolder(t *testing.T) {
+	tests := []struct {
+		name string
+		// then is the slot table that lands during the settle; other is
+		// the address of a Pod that is not the entry's destination.
+		then func(dst, other string) []v1alpha1.Slot
+		// wantDst and wantOther are the items each ends up with.
+		wantDst, wantOther int
+	}{{
+		name:    "the table still names the entry's Pod",
+		then:    func(dst, _ string) []v1alpha1.Slot { return []v1alpha1.Slot{serving(0, "cache-new", dst)} },
+		wantDst: 50,
+	}, {
+		name:      "a newer table names another Pod",
+		then:      func(_, other string) []v1alpha1.Slot { return []v1alpha1.Slot{serving(0, "cache-other", other)} },
+		wantOther: 50,
+	}, {
+		name: "the slot's Pod is not Serving",
+		then: func(dst, _ string) []v1alpha1.Slot {
+			return []v1alpha1.Slot{{Slot: 0, Pod: "cache-new", IP: dst, State: v1alpha1.SlotNotReady}}
+		},
+	}, {
+		name: "the table has no such slot",
+		then: func(string, string) []v1alpha1.Slot { return nil },
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := startServer(t, nextIP(t), 64)
+			dst := startServer(t, nextIP(t), 64)
+			other := startServer(t, nextIP(t), 64)
+			fill(t, src.addr, "k", 50, func(int) int { return 10 }, 0)
+			rec := newRecorder()
+			r, _ := newRunner(t, "agent-a", rec, Options{Settle: 300 * time.Millisecond})
+			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
+			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			r.Update([]v1alpha1.Handoff{h}, tt.then(dst.ip, other.ip))
+			if p := rec.final(t, "cache-old", 30*time.Second); p.State != "Done" || p.Items != int64(tt.wantDst+tt.wantOther) {
+				t.Errorf("final report %+v, want Done with %d items", p, tt.wantDst+tt.wantOther)
+			}
+			if got := newClient(t, dst.addr).stat("curr_items"); got != int64(tt.wantDst) {
+				t.Errorf("the entry's Pod holds %d items, want %d", got, tt.wantDst)
+			}
+			if got := newClient(t, other.addr).stat("curr_items"); got != int64(tt.wantOther) {
+				t.Errorf("the other Pod holds %d items, want %d", got, tt.wantOther)
+			}
+		})
+	}
 }
