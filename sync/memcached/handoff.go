@@ -75,7 +75,7 @@ done`, preStopSleepSeconds, HandoffSeconds(s), DoneKey, localPort(s))
 // handoffs are the status's hand-offs: with keepWarm, where each leaving
 // Pod's items go (package slots), with the progress the agent reports in
 // the data of the ConfigMap NAME-agent.
-func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32, table []v1alpha1.Slot, pods []slots.Pod, obs observed) []v1alpha1.Handoff {
+func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32, assigned slots.Assignment, pods []slots.Pod, obs observed) []v1alpha1.Handoff {
 	if spec == nil {
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
@@ -84,7 +84,7 @@ func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32
 	if !keepWarm(spec) {
 		return nil
 	}
-	return slots.Handoffs(p.Status.SlotTable.Slots, table, size, p.Status.Handoffs, pods, obs.reports)
+	return slots.Handoffs(p.Status.SlotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
 }
 
 // readReports reads the agent's reports: the data of its ConfigMap, one

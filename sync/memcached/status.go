@@ -164,8 +164,9 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	}
 
 	pods := slotPods(obs)
-	st.SlotTable, pending = slotTable(p, size, pods, now)
-	st.Handoffs = handoffs(p, spec, size, st.SlotTable.Slots, pods, obs)
+	assigned := slots.Assign(p.Status.SlotTable, size, pods, now)
+	st.SlotTable = slotTable(p, assigned, now)
+	st.Handoffs = handoffs(p, spec, size, assigned, pods, obs)
 	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
 	st.ProxyEndpoint = proxyEndpoint(p, spec, obs)
 
@@ -187,7 +188,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 		}
 	}
 	st.Conditions = conds
-	return st, pending
+	return st, assigned.Pending
 }
 
 // MinAvailable is how many ready Pods make a Memcached of the given size
@@ -464,11 +465,9 @@ func leavingSince(pod metacontroller.Pod) time.Time {
 }
 
 // slotTable assigns the Pods their slots (package slots), starting from the
-// table the status held, and versions the result. pending is how long
-// until an event the table waits on settles.
-func slotTable(p *metacontroller.Parent, size int32, pods []slots.Pod, now time.Time) (table v1alpha1.SlotTable, pending time.Duration) {
-	assigned, pending := slots.Assign(p.Status.SlotTable.Slots, size, pods, now)
-	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, assigned, now), Slots: assigned}, pending
+// table the status held, and versions the result.
+func slotTable(p *metacontroller.Parent, a slots.Assignment, now time.Time) v1alpha1.SlotTable {
+	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, a.Slots, now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
 }
 
 // hasChild tells whether a child of kind (its key) and name was observed.

@@ -9,17 +9,20 @@ import (
 )
 
 // Handoffs says, for spec.rollout.keepWarm, where each leaving Pod's items
-// go, given the table before this sync (prev) and after it (table), the
-// size, the hand-offs the status held (prevHandoffs), the Pods, and the progress the
-// agent reports by ReportKey (reports; the agent writes them, the hook only
-// carries them into the status).
+// go, given the table before this sync (prev), what Assign made of it (a),
+// the size, the hand-offs the status held (prevHandoffs), the Pods, and the
+// progress the agent reports by ReportKey (reports; the agent writes them,
+// the hook only carries them into the status).
 //
-// A Pod that held slot s and is terminating:
+// A Pod that is terminating:
 //
-//   - is Waiting while s (below size) waits for a Ready Pod;
-//   - is Replaced once a Ready Pod takes s: all its items go to that Pod;
-//   - is Removed when s went in a scale-down: each item goes to the slot
-//     its key now hashes to (Place);
+//   - is Waiting while it holds a slot below size that waits for a Ready
+//     Pod;
+//   - is Replaced once a Ready Pod took its slot (as Assign's replay
+//     says): all its items go to the Pod that holds the slot now, the
+//     one that took it or, if that one left too, the next;
+//   - is Removed when its slot went in a scale-down: each item goes to the
+//     slot its key now hashes to (Place);
 //   - held no slot (NoSlot): nothing is owed to anyone, the agent tells it
 //     so at once.
 //
@@ -31,8 +34,9 @@ import (
 // The transition is seen once, in the sync where the table changes; later
 // syncs carry the entry forward from prevHandoffs for as long as its Pod
 // exists. The result is sorted by Pod name.
-func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.Handoff, pods []Pod, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
+func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1alpha1.Handoff, pods []Pod, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
 	n := int(min(max(size, 0), MaxSlots))
+	table := a.Slots
 	prevSlot := slotsByPod(prev)
 	nowSlot := slotsByPod(table)
 	carried := map[string]v1alpha1.Handoff{}
@@ -47,6 +51,8 @@ func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.H
 		var h v1alpha1.Handoff
 		was, held := prevSlot[p.Name]
 		now, holds := nowSlot[p.Name]
+		prev, hasPrev := carried[p.Name]
+		took, taken := a.Took[p.Name]
 		switch {
 		case p.Leaving && holds && now < n:
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(now))}
@@ -54,27 +60,25 @@ func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.H
 			// Its slot goes with it (a scale-down; the table is longer
 			// only while a Pod above size waits to move).
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
-		case p.Leaving && held && was < len(table) && table[was].Pod != "" && table[was].Pod != p.Name:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(was)), To: table[was].Pod, ToIP: table[was].IP}
+		case p.Leaving && held && taken:
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(took.Slot))}
 		case p.Leaving && held:
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
 		case !p.Leaving && held && holds && was != now:
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffMoved, Slot: ptr(int32(now)), To: p.Name, ToIP: p.IP}
+		case p.Leaving && hasPrev && prev.Reason == v1alpha1.HandoffMoved:
+			// It moved, then started leaving before its copy ended:
+			// its items now go where their keys hash.
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+		case p.Leaving && hasPrev:
+			h = prev
+		case p.Leaving && taken:
+			// It took a slot and left it since prev was written.
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(took.Slot))}
 		case p.Leaving:
-			prev, ok := carried[p.Name]
-			switch {
-			case ok && prev.Reason != v1alpha1.HandoffMoved:
-				h = prev
-			case ok:
-				// It moved, then started leaving before its copy ended:
-				// its items now go where their keys hash.
-				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
-			default:
-				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot}
-			}
+			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot}
 		default:
-			prev, ok := carried[p.Name]
-			if !ok || prev.Reason != v1alpha1.HandoffMoved {
+			if !hasPrev || prev.Reason != v1alpha1.HandoffMoved {
 				continue
 			}
 			// A Moved copy that ended, done or failed, is over: the Pod
@@ -83,6 +87,16 @@ func Handoffs(prev, table []v1alpha1.Slot, size int32, prevHandoffs []v1alpha1.H
 				continue
 			}
 			h = prev
+		}
+		if h.Reason == v1alpha1.HandoffReplaced {
+			// Its items go to the slot's Pod as the table has it now:
+			// the one that took it, or, if that one left too, the next.
+			// A slot that went, or whose Pod is gone, is owed nothing.
+			if s := int(*h.Slot); s < len(table) && table[s].Pod != "" {
+				h.To, h.ToIP = table[s].Pod, table[s].IP
+			} else {
+				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+			}
 		}
 		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
 		if r, ok := reports[ReportKey(h)]; ok && h.Reason != v1alpha1.HandoffWaiting {

@@ -136,10 +136,10 @@ func TestHandoffs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			prev := table(t, tt.prev)
-			next := assign(prev, tt.size, tt.pods)
+			next := slots.Assign(v1alpha1.SlotTable{Slots: prev}, tt.size, tt.pods, testNow)
 			got := slots.Handoffs(prev, next, tt.size, tt.prevHO, tt.pods, tt.reports)
 			if handoffs(got) != tt.want {
-				t.Errorf("Handoffs = %q, want %q (table %s)", handoffs(got), tt.want, show(next))
+				t.Errorf("Handoffs = %q, want %q (table %s)", handoffs(got), tt.want, show(next.Slots))
 			}
 		})
 	}
@@ -155,9 +155,9 @@ func TestHandoffsThroughARollingUpdate(t *testing.T) {
 	var hs []v1alpha1.Handoff
 	step := func(want string) {
 		t.Helper()
-		next := assign(tb, 3, pods)
+		next := slots.Assign(v1alpha1.SlotTable{Slots: tb}, 3, pods, testNow)
 		hs = slots.Handoffs(tb, next, 3, hs, pods, nil)
-		tb = next
+		tb = next.Slots
 		if got := handoffs(hs); got != want {
 			t.Errorf("hand-offs %q, want %q (table %s)", got, want, show(tb))
 		}

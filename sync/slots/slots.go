@@ -27,6 +27,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
@@ -66,11 +68,33 @@ type Pod struct {
 // address.
 func (p Pod) canServe() bool { return p.Ready && !p.Leaving && p.IP != "" }
 
+// Assignment is what Assign decides.
+type Assignment struct {
+	// Slots is the slot table, Waiting the Ready Pods without a slot in
+	// the order they take one, and EventsUntil the time of the last event
+	// taken in (the status's slotTable carries all three).
+	Slots       []v1alpha1.Slot
+	Waiting     []string
+	EventsUntil *metav1.Time
+	// Took names, for each terminating Pod whose slot another Pod took in
+	// this sync's replay, that Pod and the slot: whom its items go to
+	// (Handoffs).
+	Took map[string]Successor
+	// Pending is how long until an event the table waits on settles (0
+	// when none): the caller syncs again then.
+	Pending time.Duration
+}
+
+// Successor is the Pod that took a terminating Pod's slot.
+type Successor struct {
+	Pod  string
+	Slot int
+}
+
 // Assign returns the slot table for size slots, given the table the status
 // held before (prev, possibly stale, empty or edited by hand), the
 // Memcached's Pods that have not finished, terminating ones included, and
-// the time. It also returns how long until an event it saw but did not act
-// on yet settles (0 when none): the caller syncs again then.
+// the time.
 //
 // The rules:
 //
@@ -85,8 +109,9 @@ func (p Pod) canServe() bool { return p.Ready && !p.Leaving && p.IP != "" }
 //     that has waited longest since it turned Ready, or, if none waits, to
 //     a Pod moving down from a slot at or above size (a scale-down: the
 //     highest first); a Pod that turns Ready takes the slot that has been
-//     free longest. Slots free from the start (no Pod, or its Pod gone, or
-//     new in a scale-up) are free longest, in ascending order, and Pods
+//     free longest. Slots free with no Pod (never taken, or their Pod
+//     gone, or new in a scale-up) come first, in ascending order, then
+//     those freed by a deletion, in the order of the deletions; Pods
 //     moving down take them first.
 //   - An event (a Pod turning Ready, a Pod's deletion asked) is acted on
 //     only once it has settled, Settle after the second it is stamped
@@ -107,44 +132,51 @@ func (p Pod) canServe() bool { return p.Ready && !p.Leaving && p.IP != "" }
 // Metacontroller syncs from its informer's copy of the Memcached, which can
 // lack the status the last sync or two wrote; it then writes the status
 // computed from that copy over the newer one. Its Pods, though, are never
-// older than the last sync's. So the table is a replay: the events prev
-// has not taken in, in the order their timestamps give (same second:
-// turning Ready before deletion, then by name and slot). Replaying from a
+// older than the last sync's. So the table is a replay. prev records its
+// state when it took in its last event (prev.EventsUntil): who holds each
+// slot, who waits (prev.Waiting), which slots are free and since when
+// (the deletion time of the Pod still listed in them). Assign replays from
+// there the events after it, in the order their timestamps give (same
+// second: turning Ready before deletion, then by name), a Pod that took a
+// slot and left it since prev was written included. Replaying from a
 // table a write or two old meets the same events in the same order as the
-// syncs that wrote the newer tables, with nothing new among them (the
+// syncs that wrote the newer tables did, with nothing new among them (the
 // newer events are stamped later: that is what the settling is for), and
-// reaches the same decisions. So a Pod published Serving in a slot keeps it
-// whichever earlier status a sync is given, and a hand-off names the Pod
-// that ends up holding the slot.
+// reaches the same decisions. So a Pod published Serving in a slot keeps
+// it whichever earlier status a sync is given, and a hand-off names the
+// Pod that took the slot.
 //
 // What it cannot promise, because no object records enough to replay:
 //
-//   - a status wiped whole, or written by hand: the table is rebuilt from
-//     the Pods, each in the order above, not where it was;
+//   - a status wiped whole, written by hand or by a hook before this one:
+//     the table is rebuilt from the Pods (without EventsUntil, every Ready
+//     Pod without a slot waits, in the order it turned Ready);
 //   - a terminating Pod that is gone (its record with it) before a status
 //     that saw its slot taken lands: from an older status its slot counts
-//     as free from the start, which changes the pairing only when other
+//     as free with no Pod, which changes the pairing only when other
 //     slots were free then too (a terminating Pod stays 10 s at least);
-//   - a Pod without a slot that turns NotReady, or a Pod deleted again
-//     with a shorter grace period, within a write or two of a decision
-//     that involved it: its timestamp moved;
+//   - a Pod that turns NotReady, or is deleted again with a shorter grace
+//     period, within a write or two of a decision that involved it before
+//     it held a slot: its timestamp moved;
 //   - a spec.size change that lands between a sync's copy and the status
 //     it wrote, while slots are free;
 //   - clocks more than a second apart, or events that take more than a
 //     second to reach Metacontroller's cache.
-func Assign(prev []v1alpha1.Slot, size int32, pods []Pod, now time.Time) ([]v1alpha1.Slot, time.Duration) {
+func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assignment {
 	n := int(min(max(size, 0), MaxSlots))
 	byName := make(map[string]Pod, len(pods))
 	for _, p := range pods {
 		byName[p.Name] = p
 	}
+	a := Assignment{Took: map[string]Successor{}}
 
 	// owner is each slot's Pod from the previous table, for Pods that
 	// still exist. An entry that makes no sense (a slot out of range or
 	// listed twice, a Pod in two slots) is dropped; the first one wins.
-	owner := make(map[int]string, len(prev))
-	slotOf := make(map[string]int, len(prev))
-	for _, e := range prev {
+	owner := make(map[int]string, len(prev.Slots))
+	slotOf := make(map[string]int, len(prev.Slots))
+	gonePod := map[int]bool{} // slots whose Pod is gone
+	for _, e := range prev.Slots {
 		s := int(e.Slot)
 		if s < 0 || s >= MaxSlots || e.Pod == "" {
 			continue
@@ -156,53 +188,131 @@ func Assign(prev []v1alpha1.Slot, size int32, pods []Pod, now time.Time) ([]v1al
 			continue
 		}
 		if _, exists := byName[e.Pod]; !exists {
+			gonePod[s] = true
 			continue
 		}
 		owner[s], slotOf[e.Pod] = e.Pod, s
 	}
 	take := func(name string, s int) {
+		if was, ok := owner[s]; ok && byName[was].Leaving {
+			a.Took[was] = Successor{Pod: name, Slot: s}
+		}
 		if old, ok := slotOf[name]; ok {
 			delete(owner, old)
 		}
 		owner[s], slotOf[name] = name, s
 	}
 
-	// The events not taken in yet: settled ones to replay, and the time
-	// the first unsettled one settles.
+	// until is the last event prev took in. A table without it (the first
+	// one, or one written by hand or by an earlier hook) took in every
+	// event settled by now, and its waiting Pods are the Ready ones
+	// without a slot.
+	settled := now.Add(-Settle).Truncate(time.Second)
+	until := settled
+	if prev.EventsUntil != nil {
+		until = prev.EventsUntil.Truncate(time.Second)
+	}
+	lastEvent := until
+	if until.After(settled) {
+		// Written by a hook whose clock runs ahead: events up to it are
+		// replayed as they settle here, and it stays as it is, so that
+		// two hooks do not write it in turn.
+		until = settled
+	}
+	before := func(t time.Time) bool { return !t.Truncate(time.Second).After(until) }
+	canTake := func(p Pod) bool { return p.Ready && p.IP != "" }
+
+	// waiting are the Pods that waited for a slot then: prev's, or,
+	// without EventsUntil, the Ready Pods without one, in the order they
+	// turned Ready.
+	var waiting []string
+	if prev.EventsUntil != nil {
+		for _, name := range prev.Waiting {
+			_, slotted := slotOf[name]
+			p, exists := byName[name]
+			if exists && !slotted && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) && !slices.Contains(waiting, name) {
+				waiting = append(waiting, name)
+			}
+		}
+	} else {
+		var ready []event
+		for _, p := range pods {
+			if _, slotted := slotOf[p.Name]; !slotted && canTake(p) && !p.Leaving && before(p.ReadySince) {
+				ready = append(ready, event{at: p.ReadySince, pod: p.Name})
+			}
+		}
+		slices.SortFunc(ready, compareEvents)
+		for _, e := range ready {
+			waiting = append(waiting, e.pod)
+		}
+	}
+
+	// free are the slots below size a Pod may take: those prev left
+	// Empty, ascending; then those whose Pod is gone since (when it went
+	// is not recorded), ascending; then those whose Pod's deletion was
+	// taken in, in the order of the deletions.
+	var free, gone []int
+	var freed []event
+	for s := range n {
+		name, ok := owner[s]
+		switch {
+		case !ok && !gonePod[s]:
+			free = append(free, s)
+		case !ok:
+			gone = append(gone, s)
+		case byName[name].Leaving && before(byName[name].LeavingSince):
+			freed = append(freed, event{at: byName[name].LeavingSince, pod: name, leaves: true})
+		}
+	}
+	free = append(free, gone...)
+	slices.SortFunc(freed, compareEvents)
+	for _, e := range freed {
+		free = append(free, slotOf[e.pod])
+	}
+
+	// The events after until: Pods turning Ready (those that hold no slot
+	// and do not wait) and deletions asked, each once settled.
 	var events []event
-	var pending time.Duration
 	add := func(e event) {
-		if wait := e.at.Add(Settle).Sub(now); wait > 0 {
-			if pending == 0 || wait < pending {
-				pending = wait
+		if wait := e.at.Truncate(time.Second).Add(Settle).Sub(now); wait > 0 {
+			if a.Pending == 0 || wait < a.Pending {
+				a.Pending = wait
 			}
 			return
 		}
 		events = append(events, e)
-	}
-	// free are the slots below size free from the start, ascending.
-	var free []int
-	for s := range n {
-		name, ok := owner[s]
-		switch {
-		case !ok:
-			free = append(free, s)
-		case byName[name].Leaving:
-			add(event{at: byName[name].LeavingSince, freed: true, slot: s})
+		if at := e.at.Truncate(time.Second); at.After(lastEvent) {
+			lastEvent = at
 		}
 	}
 	for _, p := range pods {
-		if _, slotted := slotOf[p.Name]; !slotted && p.canServe() {
+		_, slotted := slotOf[p.Name]
+		waits := slices.Contains(waiting, p.Name)
+		switch {
+		case slotted || waits || !canTake(p):
+		case !before(p.ReadySince):
 			add(event{at: p.ReadySince, pod: p.Name})
+		case !p.Leaving:
+			// Ready before the last event taken in, yet neither holding
+			// a slot nor waiting: its event reached the cache late. It
+			// turns Ready now, rather than never. (A terminating Pod in
+			// this state took a slot and left it before prev: nothing
+			// is left to do for it.)
+			add(event{at: until, pod: p.Name})
+		}
+		if p.Leaving && !before(p.LeavingSince) {
+			add(event{at: p.LeavingSince, pod: p.Name, leaves: true})
 		}
 	}
 	slices.SortFunc(events, compareEvents)
 
-	// movers hold a slot at or above size and can serve: they move down,
-	// the highest slot first.
+	// movers hold a slot at or above size and could serve then (one
+	// whose deletion is still to be replayed could): they move down, the
+	// highest slot first, into the slots free longest. Then the Pods that
+	// waited take what is free (a scale-up).
 	var movers []string
 	for s, name := range owner {
-		if s >= n && byName[name].canServe() {
+		if p := byName[name]; s >= n && canTake(p) && !(p.Leaving && before(p.LeavingSince)) {
 			movers = append(movers, name)
 		}
 	}
@@ -211,26 +321,37 @@ func Assign(prev []v1alpha1.Slot, size int32, pods []Pod, now time.Time) ([]v1al
 		take(movers[0], free[0])
 		movers, free = movers[1:], free[1:]
 	}
+	for len(waiting) > 0 && len(free) > 0 {
+		take(waiting[0], free[0])
+		waiting, free = waiting[1:], free[1:]
+	}
 
 	// The replay. free and waiting are never both non-empty.
-	var waiting []string
 	for _, e := range events {
+		s, slotted := slotOf[e.pod]
 		switch {
-		case !e.freed && len(free) > 0:
+		case !e.leaves && len(free) > 0:
 			take(e.pod, free[0])
 			free = free[1:]
-		case !e.freed:
+		case !e.leaves:
 			waiting = append(waiting, e.pod)
+		case !slotted:
+			waiting = slices.DeleteFunc(waiting, func(name string) bool { return name == e.pod })
+		case s >= n:
+			// A slot a scale-down removes goes with its Pod.
+			movers = slices.DeleteFunc(movers, func(name string) bool { return name == e.pod })
 		case len(waiting) > 0:
-			take(waiting[0], e.slot)
+			take(waiting[0], s)
 			waiting = waiting[1:]
 		case len(movers) > 0:
-			take(movers[0], e.slot)
+			take(movers[0], s)
 			movers = movers[1:]
 		default:
-			free = append(free, e.slot)
+			free = append(free, s)
 		}
 	}
+	a.Waiting = waiting
+	a.EventsUntil = &metav1.Time{Time: lastEvent.UTC()}
 
 	// The table runs to size, and past it to the last slot a Pod that is
 	// not terminating still holds.
@@ -240,7 +361,7 @@ func Assign(prev []v1alpha1.Slot, size int32, pods []Pod, now time.Time) ([]v1al
 			end = max(end, s+1)
 		}
 	}
-	table := make([]v1alpha1.Slot, end)
+	a.Slots = make([]v1alpha1.Slot, end)
 	for s := range end {
 		e := v1alpha1.Slot{Slot: int32(s), State: v1alpha1.SlotEmpty}
 		if name, ok := owner[s]; ok {
@@ -255,30 +376,28 @@ func Assign(prev []v1alpha1.Slot, size int32, pods []Pod, now time.Time) ([]v1al
 				e.State = v1alpha1.SlotNotReady
 			}
 		}
-		table[s] = e
+		a.Slots[s] = e
 	}
-	return table, pending
+	return a
 }
 
-// event is what the slot table replays: a Pod without a slot turning
-// Ready, or a slot freed by its Pod's deletion.
+// event is what the slot table replays: a Pod turning Ready, or its
+// deletion asked.
 type event struct {
-	at    time.Time
-	freed bool
-	pod   string // turning Ready
-	slot  int    // freed
+	at     time.Time
+	pod    string
+	leaves bool
 }
 
 // compareEvents orders events by time; in the same second (timestamps
 // have no finer grain) a Pod turning Ready comes before a deletion, as in
 // a rolling update, where the Deployment deletes a Pod once its successor
-// is Ready; then by name or slot.
+// is Ready; then by name.
 func compareEvents(a, b event) int {
 	return cmp.Or(
 		a.at.Truncate(time.Second).Compare(b.at.Truncate(time.Second)),
-		compareBool(a.freed, b.freed),
+		compareBool(a.leaves, b.leaves),
 		strings.Compare(a.pod, b.pod),
-		cmp.Compare(a.slot, b.slot),
 	)
 }
 

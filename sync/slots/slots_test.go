@@ -1,6 +1,8 @@
 package slots_test
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"fmt"
 	"strings"
 	"testing"
@@ -243,9 +245,11 @@ func TestAssignEditedTable(t *testing.T) {
 		prev: []v1alpha1.Slot{{Slot: 2, Pod: "a"}, {Slot: 0, Pod: "a"}},
 		want: "b@10.0.0.2:Serving c@10.0.0.3:Serving a@10.0.0.1:Serving",
 	}, {
+		// Its slot is free since it went, after the slots that were
+		// free before it.
 		name: "a Pod that does not exist",
 		prev: []v1alpha1.Slot{{Slot: 0, Pod: "x", IP: "10.9.9.9", State: v1alpha1.SlotServing}},
-		want: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		want: "c@10.0.0.3:Serving a@10.0.0.1:Serving b@10.0.0.2:Serving",
 	}, {
 		name: "entries out of order",
 		prev: []v1alpha1.Slot{{Slot: 2, Pod: "a"}, {Slot: 0, Pod: "c"}, {Slot: 1, Pod: "b"}},
@@ -429,6 +433,55 @@ var testNow = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 // assign is slots.Assign at testNow, for tests that wait on nothing.
 func assign(prev []v1alpha1.Slot, size int32, pods []slots.Pod) []v1alpha1.Slot {
-	tb, _ := slots.Assign(prev, size, pods, testNow)
-	return tb
+	return slots.Assign(v1alpha1.SlotTable{Slots: prev}, size, pods, testNow).Slots
+}
+
+// TestAssignReplaysInOrder is issue 25's e2e failure, table by table: a
+// rolling update in which the new Pod that turned Ready first (tlwg6) took
+// the slot freed first (0), and a sync that starts from the table before
+// that (stale) must reach the same decision, though another new Pod
+// (5mds2) sorts first by name and another slot (2) is free too.
+func TestAssignReplaysInOrder(t *testing.T) {
+	at := func(sec int) time.Time { return testNow.Add(time.Duration(sec-60) * time.Second) }
+	old := func(name, ip string) slots.Pod {
+		return slots.Pod{Name: name, IP: ip, Ready: true, ReadySince: at(0)}
+	}
+	gone := func(p slots.Pod, sec int) slots.Pod { p.Leaving, p.LeavingSince = true, at(sec); return p }
+	ready := func(name, ip string, sec int) slots.Pod {
+		return slots.Pod{Name: name, IP: ip, Ready: true, ReadySince: at(sec)}
+	}
+	start := v1alpha1.SlotTable{
+		Slots:       table(t, "old-48jdx@10.0.0.1:Serving old-b@10.0.0.2:Serving old-wqgpz@10.0.0.3:Serving"),
+		EventsUntil: &metav1.Time{Time: at(0)},
+	}
+	// First tlwg6 turns Ready and 48jdx is deleted: tlwg6 takes slot 0.
+	first := []slots.Pod{gone(old("old-48jdx", "10.0.0.1"), 11), old("old-b", "10.0.0.2"), old("old-wqgpz", "10.0.0.3"), ready("new-tlwg6", "10.0.0.4", 10)}
+	fresh := slots.Assign(start, 3, first, at(20))
+	if got, want := show(fresh.Slots), "new-tlwg6@10.0.0.4:Serving old-b@10.0.0.2:Serving old-wqgpz@10.0.0.3:Serving"; got != want {
+		t.Fatalf("first table %q, want %q", got, want)
+	}
+	// Then 5mds2 turns Ready and wqgpz is deleted. A sync from the fresh
+	// table and one from the table before it agree.
+	later := []slots.Pod{gone(old("old-48jdx", "10.0.0.1"), 11), old("old-b", "10.0.0.2"), gone(old("old-wqgpz", "10.0.0.3"), 13), ready("new-tlwg6", "10.0.0.4", 10), ready("new-5mds2", "10.0.0.5", 12)}
+	want := "new-tlwg6@10.0.0.4:Serving old-b@10.0.0.2:Serving new-5mds2@10.0.0.5:Serving"
+	for name, prev := range map[string]v1alpha1.SlotTable{"fresh": {Slots: fresh.Slots, Waiting: fresh.Waiting, EventsUntil: fresh.EventsUntil}, "stale": start} {
+		a := slots.Assign(prev, 3, later, at(20))
+		if got := show(a.Slots); got != want {
+			t.Errorf("from the %s table: %q, want %q", name, got, want)
+		}
+		// From the stale table the replay sees 48jdx's slot taken again
+		// (the fresh one took that in before: Handoffs carries it).
+		if got := a.Took["old-48jdx"].Pod; name == "stale" && got != "new-tlwg6" {
+			t.Errorf("from the %s table: 48jdx's slot went to %q, want tlwg6", name, got)
+		}
+	}
+	// An event waits until Settle after its second: the table does not
+	// change, and Assign says when to come back.
+	early := slots.Assign(start, 3, first, at(12))
+	if got, want := show(early.Slots), "old-48jdx@10.0.0.1:Leaving old-b@10.0.0.2:Serving old-wqgpz@10.0.0.3:Serving"; got != want {
+		t.Errorf("before the events settled: %q, want %q", got, want)
+	}
+	if early.Pending != time.Second {
+		t.Errorf("pending %s, want 1s (48jdx's deletion at second 11 settles at 13)", early.Pending)
+	}
 }

@@ -109,7 +109,7 @@ func BigRequest(tb testing.TB, n int) []byte {
 		list = append(list, slots.Pod{Name: GetString(p, "metadata", "name"), IP: GetString(p, "status", "podIP"), Ready: true})
 	}
 	size := int32(min(n, maxSize()))
-	table, _ := slots.Assign(nil, size, list, time.Unix(1795300000, 0))
+	table := slots.Assign(v1alpha1.SlotTable{}, size, list, time.Unix(1795300000, 0)).Slots
 	parent := GetObject(req, "parent")
 	st, _ := parent["status"].(map[string]any)
 	if st == nil {

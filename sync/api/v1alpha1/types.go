@@ -525,6 +525,20 @@ type SlotTable struct {
 	// leave.
 	// +optional
 	Slots []Slot `json:"slots"`
+
+	// Waiting are the Ready Pods that hold no slot, in the order they will
+	// take one (the order they turned Ready): a rolling update's new Pod
+	// waits here until the Pod it replaces starts terminating.
+	// +optional
+	Waiting []string `json:"waiting,omitempty"`
+
+	// EventsUntil is the time, to the second, of the last Pod event the
+	// table has taken in (a Pod turning Ready, a Pod's deletion asked). A
+	// sync replays the events after it, in order, from whichever copy of
+	// the status it was given, so that a copy a write or two old reaches
+	// the decisions the newer ones did.
+	// +optional
+	EventsUntil *metav1.Time `json:"eventsUntil,omitempty"`
 }
 
 // Slot is one place in the server list and the Pod that holds it.
@@ -578,7 +592,8 @@ type Handoff struct {
 	Reason HandoffReason `json:"reason"`
 
 	// Slot is the slot whose keys the items belong to now, and To the Pod
-	// that holds it (Replaced, Waiting, Moved).
+	// that holds it now (Replaced, Waiting, Moved): for Replaced, the Pod
+	// that took the slot or, if that one left too, the next.
 	// +optional
 	Slot *int32 `json:"slot,omitempty"`
 	// +optional
