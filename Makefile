@@ -27,7 +27,7 @@ include test/tools/memcached-lua.mk
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 # What the binaries say for --version: the nearest tag (or the commit) and
 # the commit, "-dirty" when the tree has changes.
@@ -65,6 +65,26 @@ FUZZTIME ?= 10m
 .PHONY: e2e
 e2e: test-tools ## only the end-to-end suite: a real control plane, kwok Nodes, Metacontroller and the hook (test/e2e)
 	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 -v ./test/e2e
+
+# make e2e-repeat runs the end-to-end suite N times in a row, each run on a
+# control plane of its own, and says how many passed: a test that fails now
+# and then is a bug, and this is how to see one. Each run's output is kept
+# in .cache/e2e-repeat/RUN.log.
+N ?= 20
+
+.PHONY: e2e-repeat
+e2e-repeat: test-tools ## the end-to-end suite N times in a row (N=20), counting the runs that pass
+	@mkdir -p $(CACHE)/e2e-repeat; pass=0; fail=0; \
+	for i in $$(seq 1 $(N)); do \
+	  start=$$(date +%s); \
+	  if $(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 -v ./test/e2e > $(CACHE)/e2e-repeat/$$i.log 2>&1; then \
+	    pass=$$((pass+1)); echo "e2e run $$i of $(N): ok ($$(( $$(date +%s) - start )) s)"; \
+	  else \
+	    fail=$$((fail+1)); echo "e2e run $$i of $(N): FAIL ($$(( $$(date +%s) - start )) s): $(CACHE)/e2e-repeat/$$i.log"; \
+	    grep -E '^\s*--- FAIL|_test.go:[0-9]+:' $(CACHE)/e2e-repeat/$$i.log | head -20; \
+	  fi; \
+	done; \
+	echo "e2e-repeat: $$pass of $(N) runs passed"; test $$fail -eq 0
 
 # ---- make up / make down: the local playground (test/playground) -----------
 # make up builds what it needs (the tools make test builds, the command

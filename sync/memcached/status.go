@@ -228,9 +228,25 @@ func progressing(spec *v1alpha1.MemcachedSpec, specErr string, size int32, obs o
 	case d.status.UpdatedReplicas < size || st.Replicas != size || st.ReadyReplicas < size:
 		return cond(ConditionProgressing, true, ReasonRollingOut, fmt.Sprintf(
 			"%d of %d Pods updated, %d observed, %d ready", d.status.UpdatedReplicas, size, st.Replicas, st.ReadyReplicas))
+	case servingSlots(st.SlotTable) < len(st.Endpoints):
+		// The slot table takes a Pod in once its turning Ready has
+		// settled (sync/slots): until then clients are not given it.
+		return cond(ConditionProgressing, true, ReasonRollingOut, fmt.Sprintf(
+			"%d of %d ready Pods in the slot table", servingSlots(st.SlotTable), len(st.Endpoints)))
 	default:
 		return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready", size))
 	}
+}
+
+// servingSlots counts the table's Serving slots.
+func servingSlots(t v1alpha1.SlotTable) int {
+	n := 0
+	for _, e := range t.Slots {
+		if e.State == v1alpha1.SlotServing {
+			n++
+		}
+	}
+	return n
 }
 
 // plural writes n things: "1 child", "2 children".
