@@ -5,11 +5,18 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
+
+// Keep warm: a leaving memcached Pod keeps serving until the agent has
+// handed its items on to the Pod that takes its slot (spec.rollout.keepWarm).
+// The agent runs in its Deployment, reports its copies in the ConfigMap
+// NAME-agent, and the status carries them as hand-offs.
 
 // DoneKey is the item the agent sets on a leaving memcached once it has
 // handed every item on (or found nothing to hand on): the leaving Pod's
@@ -43,26 +50,69 @@ func HandoffSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	return handoffSlotWaitSeconds + (mb+handoffMiBPerSecond-1)/handoffMiBPerSecond
 }
 
-// terminationGrace is the memcached Pods' grace period: with keepWarm, the
-// preStop's sleep, the hand-off and memcached's own stop.
-func terminationGrace(s *v1alpha1.MemcachedSpec) int64 {
-	if !keepWarm(s) {
-		return terminationGraceSeconds
+type handoff struct{ noFeature }
+
+func keepWarm(s *v1alpha1.MemcachedSpec) bool {
+	return s.Rollout != nil && s.Rollout.KeepWarm
+}
+
+func (handoff) agentKinds(s *v1alpha1.MemcachedSpec) []string {
+	if keepWarm(s) {
+		return []string{ConfigMapKey}
 	}
-	return preStopSleepSeconds + HandoffSeconds(s) + handoffStopSeconds
+	return nil
+}
+
+// pod has a leaving memcached wait for its hand-off (preStop), within a
+// grace period long enough for the preStop's sleep, the hand-off and
+// memcached's own stop.
+func (handoff) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if !keepWarm(s) {
+		return
+	}
+	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + HandoffSeconds(s) + handoffStopSeconds)
+	container(t, "memcached").Lifecycle.PreStop = preStop(s)
+}
+
+// agentRules let the agent write where it reports hand-offs (the hook
+// reads it), and the events that tell users what was handed on. Events
+// cannot be limited by name: they are made, not updated.
+func (handoff) agentRules(d *desire) []rbacv1.PolicyRule {
+	if !keepWarm(d.s) {
+		return nil
+	}
+	return []rbacv1.PolicyRule{{
+		APIGroups:     []string{""},
+		Resources:     []string{"configmaps"},
+		ResourceNames: []string{agentName(d.p.Name)},
+		Verbs:         []string{"get", "update", "patch"},
+	}, {
+		APIGroups: []string{"", "events.k8s.io"},
+		Resources: []string{"events"},
+		Verbs:     []string{"create"},
+	}}
+}
+
+// besideAgent is the ConfigMap the agent reports in. No data: the agent
+// writes it, and since the hook never sets it, Metacontroller's three-way
+// merge leaves it alone.
+func (handoff) besideAgent(d *desire) []any {
+	if !keepWarm(d.s) {
+		return nil
+	}
+	return []any{corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: agentMeta(d.p, agentName(d.p.Name)),
+	}}
 }
 
 // preStop keeps a leaving memcached serving: for preStopSleepSeconds (so
-// endpoints drop the Pod first; memcached exits at once on SIGTERM), and
-// with keepWarm then until its own memcached holds DoneKey or
-// HandoffSeconds pass. It asks memcached over loopback with the image's
+// endpoints drop the Pod first; memcached exits at once on SIGTERM), then
+// until its own memcached holds DoneKey or HandoffSeconds pass. It asks memcached over loopback with the image's
 // sh, nc and timeout, as the liveness check does (quit makes memcached
 // close, so nc returns at once), and passes whatever happens: a preStop
 // that fails changes nothing but a log line.
 func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
-	if !keepWarm(s) {
-		return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}}
-	}
 	script := fmt.Sprintf(`sleep %d
 end=$(( $(date +%%s) + %d ))
 while [ "$(date +%%s)" -lt "$end" ]; do
@@ -88,14 +138,14 @@ func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32
 }
 
 // readReports reads the agent's reports: the data of its ConfigMap, one
-// JSON object per leaving Pod. One that does not decode is left out: the
-// hook only carries them into the status.
+// JSON object per hand-off, keyed by slots.ReportKey. One that does not
+// decode is left out: the hook only carries them into the status.
 func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
 	out := map[string]v1alpha1.HandoffProgress{}
-	for pod, raw := range c.Data {
+	for key, raw := range c.Data {
 		var r v1alpha1.HandoffProgress
 		if json.Unmarshal([]byte(raw), &r) == nil && r.State != "" {
-			out[pod] = r
+			out[key] = r
 		}
 	}
 	return out

@@ -11,7 +11,8 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// TLS and authentication in the memcached Pods.
+// TLS and authentication in the memcached Pods, and TLS on the agent's
+// configuration endpoint.
 //
 // The Secrets are mounted read-only under /run (memory, never disk) and
 // memcached reads them there; neither their contents nor anything derived
@@ -27,9 +28,10 @@ import (
 //     SASL configuration and the password file memcached reads.
 //   - A sidecar (reload) watches the Secrets' volumes, which kubelet
 //     updates in place (a new ..data directory, one symlink switched), runs
-//     check's checks, and only then has the running memcached load them: SIGHUP makes memcached reload
-//     its certificates and its ASCII authentication file within a second,
-//     without a restart, so no item is lost. The Pod shares one process
+//     check's checks, and only then has the running memcached load them:
+//     SIGHUP makes memcached reload its certificates and its ASCII
+//     authentication file within a second, without a restart, so no item
+//     is lost. The Pod shares one process
 //     namespace for it. SIGHUP rather than memcached's refresh_certs
 //     command, because under SASL every connection speaks the binary
 //     protocol, which has no such command, and because the ASCII
@@ -49,6 +51,66 @@ const (
 	// reloadSeconds is how often the reload sidecar looks at the Secrets.
 	reloadSeconds = 5
 )
+
+// exporterUID is the user the exporter runs as when the Pod shares its
+// process namespace: nobody, the exporter image's own user.
+const exporterUID = 65534
+
+type security struct{ noFeature }
+
+func (security) args(s *v1alpha1.MemcachedSpec) []string { return securityArgs(s) }
+
+// pod mounts the Secrets in memcached, checks them before it starts, and
+// reloads them beside it.
+func (security) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if !secured(s) {
+		return
+	}
+	mc := container(t, "memcached")
+	mc.Env, mc.VolumeMounts = securityEnv(s), mounts(s, false)
+	t.Spec.InitContainers = []corev1.Container{scriptContainer(s, checkContainer, checkScript(s))}
+	t.Spec.Containers = append(t.Spec.Containers, scriptContainer(s, reloadContainer, reloadScript(s)))
+	t.Spec.Volumes = securityVolumes(s)
+	// The Secrets' files are readable by this group only.
+	t.Spec.SecurityContext.FSGroup = ptr(int64(memcachedUID))
+	if !reloadsBySignal(s) {
+		return
+	}
+	// The reload sidecar signals memcached.
+	t.Spec.ShareProcessNamespace = ptr(true)
+	if c := container(t, "exporter"); c != nil {
+		// The Pod shares one process namespace, where a process can read
+		// another's files through /proc/PID/root when both run as one
+		// user: as memcached's user, the exporter could read the TLS key
+		// and the users file. As another user it cannot.
+		withUser(c.SecurityContext, exporterUID)
+	}
+}
+
+// agentPod has the agent's endpoint speak TLS with memcached's own
+// certificate, and ask for client certificates when memcached does:
+// clients that use TLS to memcached use it to the endpoint too. The Secret
+// is mounted as a directory, never with subPath, so a renewed certificate
+// reaches the agent, which reloads it.
+func (security) agentPod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if s.TLS == nil {
+		return
+	}
+	const dir = "/run/memcached-agent/tls"
+	t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: s.TLS.SecretName, DefaultMode: ptr(int32(0o440))},
+	}})
+	t.Spec.SecurityContext.FSGroup = ptr(int64(agentUID))
+	c := container(t, "agent")
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: dir, ReadOnly: true})
+	c.Args = append(c.Args, "--tls-cert-file="+dir+"/tls.crt", "--tls-key-file="+dir+"/tls.key")
+	if s.TLS.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+		c.Args = append(c.Args, "--client-ca-file="+dir+"/ca.crt")
+	}
+	if s.TLS.MinVersion != "" {
+		c.Args = append(c.Args, "--tls-min-version="+s.TLS.MinVersion)
+	}
+}
 
 // localPort is the port the Pod's own containers reach memcached on.
 func localPort(s *v1alpha1.MemcachedSpec) int {

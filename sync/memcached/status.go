@@ -29,7 +29,7 @@ type observed struct {
 	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
 	managed    map[string]bool                     // the child kinds the CompositeController manages
 	names      map[string]bool                     // the observed children, as kind key + "/" + name
-	reports    map[string]v1alpha1.HandoffProgress // the agent's, by leaving Pod
+	reports    map[string]v1alpha1.HandoffProgress // the agent's, by slots.ReportKey
 	finalizing bool
 }
 
@@ -319,26 +319,6 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts O
 		return cond(ConditionDegraded, false, ReasonAsExpected, "no problem observed")
 	}
 	return cond(ConditionDegraded, true, reason, strings.Join(msgs, "; "))
-}
-
-// missingKinds names the child kinds the spec needs that the
-// CompositeController does not manage, so the hook could not make them.
-func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
-	need := []string{ServiceKey, NetworkPolicyKey}
-	if *s.Size > 1 {
-		need = append(need, PDBKey)
-	}
-	if wantsServiceMonitor(s) {
-		need = append(need, ServiceMonitorKey)
-	}
-	need = append(need, neededKinds(s)...)
-	var missing []string
-	for _, k := range need {
-		if !obs.managed[k] && !slices.Contains(missing, k) {
-			missing = append(missing, k)
-		}
-	}
-	return missing
 }
 
 // checkFailure tells whether a Pod's check container refused to start
