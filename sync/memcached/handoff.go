@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -106,19 +105,14 @@ func (handoff) besideAgent(d *desire) []any {
 	}}
 }
 
-// preStop keeps a leaving memcached serving: for preStopSleepSeconds (so
+// preStop keeps a leaving memcached serving for preStopSleepSeconds (so
 // endpoints drop the Pod first; memcached exits at once on SIGTERM), then
-// until its own memcached holds DoneKey or HandoffSeconds pass. It asks memcached over loopback with the image's
-// sh, nc and timeout, as the liveness check does (quit makes memcached
-// close, so nc returns at once), and passes whatever happens: a preStop
-// that fails changes nothing but a log line.
+// until its own memcached holds DoneKey or HandoffSeconds pass
+// (scripts/prestop.sh).
 func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
-	script := fmt.Sprintf(`sleep %d
-end=$(( $(date +%%s) + %d ))
-while [ "$(date +%%s)" -lt "$end" ]; do
-  case "$(printf 'mg %s v\r\nquit\r\n' | timeout 2 nc 127.0.0.1 %d)" in VA*) exit 0 ;; esac
-  sleep 1
-done`, preStopSleepSeconds, HandoffSeconds(s), DoneKey, localPort(s))
+	script := render(preStopScript, map[string]any{
+		"Sleep": preStopSleepSeconds, "Seconds": HandoffSeconds(s), "Key": DoneKey, "Port": localPort(s),
+	})
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 

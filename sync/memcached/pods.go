@@ -1,7 +1,6 @@
 package memcached
 
 import (
-	"fmt"
 	"maps"
 	"strconv"
 
@@ -186,13 +185,12 @@ func service(d *desire) any {
 const versionCheckSeconds = 3
 
 // versionCheck is the command that asks the memcached on port for its
-// version over loopback and passes on any answer: a binary-protocol
-// VERSION request then CRLF, which memcached answers in every mode the
-// operator runs it in (text and binary protocol, SASL, ASCII
+// version over loopback and passes on any answer (scripts/liveness.sh): a
+// binary-protocol VERSION request then CRLF, which memcached answers in
+// every mode the operator runs it in (text and binary protocol, SASL, ASCII
 // authentication; measured on 1.6.45), while a stopped one answers
 // nothing. nc waits for memcached to close, which it does not: timeout
 // ends it.
 func versionCheck(port int) []string {
-	const request = `\200\013\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\r\n`
-	return []string{"sh", "-c", fmt.Sprintf(`test "$(printf '%s' | timeout %d nc 127.0.0.1 %d | wc -c)" -gt 0`, request, versionCheckSeconds, port)}
+	return []string{"sh", "-c", render(livenessScript, map[string]any{"Seconds": versionCheckSeconds, "Port": port})}
 }
