@@ -167,30 +167,31 @@ func agentDeployment(d *desire) any {
 	}
 	c := agentContainer(p, d.opts, listen, AgentAdminPort, mergeResources(sidecarResources(), res))
 	c.Ports = append([]corev1.ContainerPort{{Name: "discovery", ContainerPort: DiscoveryPort, Protocol: corev1.ProtocolTCP}}, c.Ports...)
-	t := corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: agentLabels(p.Name)},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: agentName(p.Name),
-			// The agent watches its Memcached through the API with this
-			// account's token.
-			AutomountServiceAccountToken:  ptr(true),
-			EnableServiceLinks:            ptr(false),
-			TerminationGracePeriodSeconds: ptr(int64(30)),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr(true),
-				RunAsUser:      ptr(int64(agentUID)),
-				RunAsGroup:     ptr(int64(agentUID)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers:                []corev1.Container{c},
-			PriorityClassName:         s.PriorityClassName,
-			TopologySpreadConstraints: spreadOf(AgentSelectorLabels(p.Name)),
-		},
-	}
+	t := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: agentLabels(p.Name)}, Spec: agentPodSpec(p, s)}
+	t.Spec.SecurityContext.RunAsUser, t.Spec.SecurityContext.RunAsGroup = ptr(int64(agentUID)), ptr(int64(agentUID))
+	t.Spec.Containers = []corev1.Container{c}
+	t.Spec.TopologySpreadConstraints = spreadOf(AgentSelectorLabels(p.Name))
 	for _, f := range features {
 		f.agentPod(s, &t)
 	}
 	return deploymentOf(agentMeta(p, agentName(p.Name)), agentReplicas, AgentSelectorLabels(p.Name), t)
+}
+
+// agentPodSpec is what the Pods an agent runs in (its Deployment's, the
+// proxy's) share: the agent watches its Memcached through the API with the
+// agent's ServiceAccount's token.
+func agentPodSpec(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName:            agentName(p.Name),
+		AutomountServiceAccountToken:  ptr(true),
+		EnableServiceLinks:            ptr(false),
+		TerminationGracePeriodSeconds: ptr(int64(30)),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		PriorityClassName: s.PriorityClassName,
+	}
 }
 
 // agentContainer runs the agent for the Memcached p names, answering

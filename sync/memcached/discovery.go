@@ -1,8 +1,6 @@
 package memcached
 
 import (
-	"strconv"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -60,8 +58,5 @@ func configurationEndpoint(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpe
 	if spec == nil {
 		return p.Status.ConfigurationEndpoint
 	}
-	if !discoveryEnabled(spec) || !obs.hasChild(ServiceKey, discoveryName(p.Name)) {
-		return ""
-	}
-	return discoveryName(p.Name) + "." + p.Namespace + ".svc:" + strconv.Itoa(DiscoveryPort)
+	return obs.serviceEndpoint(p, discoveryEnabled(spec), discoveryName(p.Name), DiscoveryPort)
 }

@@ -164,66 +164,57 @@ func proxyDeployment(d *desire) any {
 	agent.Args = append(agent.Args, "--pool-file="+ProxyPoolFile)
 	agent.VolumeMounts = []corev1.VolumeMount{{Name: "pool", MountPath: proxyPoolDir}}
 	withUser(agent.SecurityContext, agentUID)
+	// The agent follows the Memcached with the agent's identity (it reads
+	// only that Memcached).
+	spec := agentPodSpec(p, s)
+	spec.Containers = []corev1.Container{{
+		Name:  "proxy",
+		Image: s.Image,
+		Args: []string{
+			"-p", strconv.Itoa(Port), "-t", strconv.Itoa(int(threads)), "-c", strconv.Itoa(proxyConnections),
+			"-o", "proxy_config=routelib,proxy_arg=" + proxyConfigDir + "/config.lua",
+		},
+		Env: []corev1.EnvVar{
+			{Name: "MEMCACHED_PROXY_POOL_FILE", Value: ProxyPoolFile},
+			{Name: "MEMCACHED_PROXY_CONNECT_TIMEOUT", Value: seconds(ps.ConnectTimeout, defaultProxyTimeout)},
+			{Name: "MEMCACHED_PROXY_READ_TIMEOUT", Value: seconds(ps.ReadTimeout, defaultProxyTimeout)},
+			{Name: "MEMCACHED_PROXY_RETRY_WAIT", Value: strconv.Itoa(int(retry / time.Second))},
+			{Name: "MEMCACHED_PROXY_FAILURE_LIMIT", Value: strconv.Itoa(int(limit))},
+		},
+		Ports: []corev1.ContainerPort{{Name: "memcached", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "config", MountPath: proxyConfigDir, ReadOnly: true},
+			{Name: "pool", MountPath: proxyPoolDir, ReadOnly: true},
+		},
+		Resources: proxyResources,
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("memcached")}},
+			PeriodSeconds:    5,
+			FailureThreshold: 2,
+		},
+		// The proxy answers version itself, whatever its pool.
+		LivenessProbe: livenessProbe(s, Port),
+		Lifecycle: &corev1.Lifecycle{
+			// Let endpoints drop the Pod before the proxy stops.
+			PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}},
+		},
+		SecurityContext: withUser(restrictedContainer(), memcachedUID),
+	}, agent}
+	spec.Volumes = []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: meta.Name},
+		}}},
+		{Name: "pool", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
+		}}},
+	}
+	spec.TopologySpreadConstraints = spreadOf(ProxySelectorLabels(p.Name))
 	return deploymentOf(meta, replicas, ProxySelectorLabels(p.Name), corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      meta.Labels,
 			Annotations: map[string]string{proxyConfigHashAnnotation: hex.EncodeToString(sum[:8])},
 		},
-		Spec: corev1.PodSpec{
-			// The agent follows the Memcached with the agent's identity
-			// (it reads only that Memcached).
-			ServiceAccountName:            agentName(p.Name),
-			AutomountServiceAccountToken:  ptr(true),
-			EnableServiceLinks:            ptr(false),
-			TerminationGracePeriodSeconds: ptr(int64(30)),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr(true),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			Containers: []corev1.Container{{
-				Name:  "proxy",
-				Image: s.Image,
-				Args: []string{
-					"-p", strconv.Itoa(Port), "-t", strconv.Itoa(int(threads)), "-c", strconv.Itoa(proxyConnections),
-					"-o", "proxy_config=routelib,proxy_arg=" + proxyConfigDir + "/config.lua",
-				},
-				Env: []corev1.EnvVar{
-					{Name: "MEMCACHED_PROXY_POOL_FILE", Value: ProxyPoolFile},
-					{Name: "MEMCACHED_PROXY_CONNECT_TIMEOUT", Value: seconds(ps.ConnectTimeout, defaultProxyTimeout)},
-					{Name: "MEMCACHED_PROXY_READ_TIMEOUT", Value: seconds(ps.ReadTimeout, defaultProxyTimeout)},
-					{Name: "MEMCACHED_PROXY_RETRY_WAIT", Value: strconv.Itoa(int(retry / time.Second))},
-					{Name: "MEMCACHED_PROXY_FAILURE_LIMIT", Value: strconv.Itoa(int(limit))},
-				},
-				Ports: []corev1.ContainerPort{{Name: "memcached", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "config", MountPath: proxyConfigDir, ReadOnly: true},
-					{Name: "pool", MountPath: proxyPoolDir, ReadOnly: true},
-				},
-				Resources: proxyResources,
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("memcached")}},
-					PeriodSeconds:    5,
-					FailureThreshold: 2,
-				},
-				// The proxy answers version itself, whatever its pool.
-				LivenessProbe: livenessProbe(s, Port),
-				Lifecycle: &corev1.Lifecycle{
-					// Let endpoints drop the Pod before the proxy stops.
-					PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}},
-				},
-				SecurityContext: withUser(restrictedContainer(), memcachedUID),
-			}, agent},
-			Volumes: []corev1.Volume{
-				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: meta.Name},
-				}}},
-				{Name: "pool", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-					Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
-				}}},
-			},
-			PriorityClassName:         s.PriorityClassName,
-			TopologySpreadConstraints: spreadOf(ProxySelectorLabels(p.Name)),
-		},
+		Spec: spec,
 	})
 }
 
@@ -233,8 +224,5 @@ func proxyEndpoint(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs o
 	if spec == nil {
 		return p.Status.ProxyEndpoint
 	}
-	if !proxyEnabled(spec) || !obs.hasChild(ServiceKey, proxyName(p.Name)) {
-		return ""
-	}
-	return proxyName(p.Name) + "." + p.Namespace + ".svc:" + strconv.Itoa(Port)
+	return obs.serviceEndpoint(p, proxyEnabled(spec), proxyName(p.Name), Port)
 }

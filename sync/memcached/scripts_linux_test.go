@@ -3,15 +3,8 @@ package memcached_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +18,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // The scripts in scripts/ run here as the Pods run them: the bytes the hook
@@ -261,27 +255,6 @@ func set(t *testing.T, addr, key string) {
 // secretDir is where the Pods mount the Secrets.
 const secretDir = "/run/memcached/"
 
-// tlsPair is a self-signed certificate and its key, in PEM.
-func tlsPair(t *testing.T) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "memcached"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
-}
-
 // writeFiles writes files (path under dir: content), readable by the
 // script's user.
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -297,8 +270,10 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 
 func TestCheckScript(t *testing.T) {
 	memcachedBin := requireProgram(t, "MEMCACHED_BIN", "memcached")
-	cert, key := tlsPair(t)
-	otherCert, _ := tlsPair(t)
+	ca := testutil.NewCA(t, "scripts")
+	certPEM, keyPEM := ca.Issue(t, "memcached")
+	otherPEM, _ := ca.Issue(t, "other")
+	cert, key, otherCert, caCert := string(certPEM), string(keyPEM), string(otherPEM), string(ca.PEM)
 	const (
 		ascii = `{"auth":{"secretName":"users","mode":"ASCII"}}`
 		sasl  = `{"auth":{"secretName":"users","mode":"SASL"}}`
@@ -346,7 +321,7 @@ func TestCheckScript(t *testing.T) {
 			`spec.tls.secretName: Secret "certs": memcached cannot load it: `, nil},
 		{"client certificates without a CA", mtls, map[string]string{"tls/tls.crt": cert, "tls/tls.key": key},
 			`spec.tls.secretName: Secret "certs" has no ca.crt, or does not exist`, nil},
-		{"client certificates with a CA", mtls, map[string]string{"tls/tls.crt": cert, "tls/tls.key": key, "tls/ca.crt": cert},
+		{"client certificates with a CA", mtls, map[string]string{"tls/tls.crt": cert, "tls/tls.key": key, "tls/ca.crt": caCert},
 			"the Secrets are ready", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

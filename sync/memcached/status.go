@@ -468,3 +468,12 @@ func slotTable(p *metacontroller.Parent, a slots.Assignment, now time.Time) v1al
 
 // hasChild tells whether a child of kind (its key) and name was observed.
 func (obs observed) hasChild(kind, name string) bool { return obs.names[kind+"/"+name] }
+
+// serviceEndpoint is the host:port of the Service name, once it is
+// observed, for a feature that is on.
+func (obs observed) serviceEndpoint(p *metacontroller.Parent, on bool, name string, port int) string {
+	if !on || !obs.hasChild(ServiceKey, name) {
+		return ""
+	}
+	return name + "." + p.Namespace + ".svc:" + strconv.Itoa(port)
+}
