@@ -192,8 +192,9 @@ func TestPreStopScript(t *testing.T) {
 	script := shellScript(t, memcachedPodSpec(t, fmt.Sprintf(`{"rollout":{"keepWarm":true,"handoffSeconds":%d}}`, handoff)).
 		Containers[0].Lifecycle.PreStop.Exec.Command)
 	// The first sleep lets endpoints drop the Pod; the hand-off's wait
-	// is shortened to wait seconds.
-	const wait = 2
+	// is shortened to wait seconds, counted by date +%s in whole seconds:
+	// it lasts more than wait-1.
+	const wait = 3
 	for from, to := range map[string]string{"sleep 10\n": "sleep 0\n", fmt.Sprintf("+ %d ))", handoff): fmt.Sprintf("+ %d ))", wait)} {
 		if !strings.Contains(script, from) {
 			t.Fatalf("preStop has no %q:\n%s", from, script)
@@ -225,7 +226,7 @@ func TestPreStopScript(t *testing.T) {
 			if code != 0 {
 				t.Errorf("exit %d (%s), want 0: a preStop passes whatever happens", code, stderr)
 			}
-			if got := time.Since(start) >= wait*time.Second; got != tc.wantWait {
+			if got := time.Since(start) >= (wait-1)*time.Second; got != tc.wantWait {
 				t.Errorf("waited %v, want the hand-off's %d s waited out: %t", time.Since(start).Round(time.Millisecond), wait, tc.wantWait)
 			}
 		})
