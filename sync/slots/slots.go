@@ -226,12 +226,14 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 	// without EventsUntil, the Ready Pods without one, in the order they
 	// turned Ready.
 	var waiting []string
+	waits := map[string]bool{}
 	if prev.EventsUntil != nil {
 		for _, name := range prev.Waiting {
 			_, slotted := slotOf[name]
 			p, exists := byName[name]
-			if exists && !slotted && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) && !slices.Contains(waiting, name) {
+			if exists && !slotted && !waits[name] && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) {
 				waiting = append(waiting, name)
+				waits[name] = true
 			}
 		}
 	} else {
@@ -244,6 +246,7 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 		slices.SortFunc(ready, compareEvents)
 		for _, e := range ready {
 			waiting = append(waiting, e.pod)
+			waits[e.pod] = true
 		}
 	}
 
@@ -287,9 +290,8 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 	}
 	for _, p := range pods {
 		_, slotted := slotOf[p.Name]
-		waits := slices.Contains(waiting, p.Name)
 		switch {
-		case slotted || waits || !canTake(p):
+		case slotted || waits[p.Name] || !canTake(p):
 		case !before(p.ReadySince):
 			add(event{at: p.ReadySince, pod: p.Name})
 		case !p.Leaving:
