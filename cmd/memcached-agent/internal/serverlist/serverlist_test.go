@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +169,102 @@ func equal(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestTwoAgentsOutOfOrder lands statuses out of order (a status computed
+// from an older copy of the Memcached, with a lower version, after a newer
+// one) on two agents, one of which misses some of them as a watch may
+// after a relist, and follows an Auto Discovery client that asks either
+// agent at random: it applies a list only under a higher version than the
+// one it has, as the clients do. Both agents serve the list of the status
+// that landed last, and the client ends on it.
+func TestTwoAgentsOutOfOrder(t *testing.T) {
+	type landing struct {
+		version int64
+		ips     []string
+		// missedByB: the second agent does not see this status.
+		missedByB bool
+	}
+	tests := []struct {
+		name     string
+		landings []landing
+	}{{
+		name: "an older status with the old list lands last",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1", "10.0.0.2"}},
+			{version: 200, ips: []string{"10.0.0.1", "10.0.0.3"}},
+			{version: 100, ips: []string{"10.0.0.1", "10.0.0.2"}},
+		},
+	}, {
+		name: "an older status with a third list lands last",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.1", "10.0.0.2"}},
+			{version: 200, ips: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+		},
+	}, {
+		name: "one agent misses the newer status",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.2"}, missedByB: true},
+			{version: 200, ips: []string{"10.0.0.3"}},
+		},
+	}, {
+		name: "one agent misses the out-of-order status, then a newer one lands",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.2"}},
+			{version: 150, ips: []string{"10.0.0.1"}, missedByB: true},
+			{version: 301, ips: []string{"10.0.0.4"}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New("cache", "shop", slog.New(slog.DiscardHandler), nil, time.Now)
+			b := New("cache", "shop", slog.New(slog.DiscardHandler), nil, time.Now)
+			var clientVersion int64
+			var clientIPs []string
+			ask := func(p *Publisher) {
+				if cur := p.Current(); cur != nil && cur.Version > clientVersion {
+					clientVersion, clientIPs = cur.Version, nil
+					for _, n := range cur.Nodes {
+						clientIPs = append(clientIPs, n.IP)
+					}
+				}
+			}
+			for i, l := range tt.landings {
+				for _, p := range []*Publisher{a, b} {
+					before := p.Current()
+					if p == b && l.missedByB {
+						continue
+					}
+					p.Offer("watch", memcachedWith(l.version, l.ips...))
+					cur := p.Current()
+					var got []string
+					for _, n := range cur.Nodes {
+						got = append(got, n.IP)
+					}
+					if !slices.Equal(got, l.ips) {
+						t.Errorf("landing %d: an agent serves %v, want the status's %v", i, got, l.ips)
+					}
+					if before != nil && cur.Version < before.Version {
+						t.Errorf("landing %d: an agent's version went down from %d to %d", i, before.Version, cur.Version)
+					}
+				}
+				// The client asks both, in either order.
+				if i%2 == 0 {
+					ask(a)
+					ask(b)
+				} else {
+					ask(b)
+					ask(a)
+				}
+			}
+			last := tt.landings[len(tt.landings)-1].ips
+			if !slices.Equal(clientIPs, last) {
+				t.Errorf("the client ends on %v (version %d), want the last status's %v (agents serve %d and %d)",
+					clientIPs, clientVersion, last, a.Current().Version, b.Current().Version)
+			}
+		})
+	}
 }
