@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"os"
 
 	"k8s.io/client-go/rest"
 
@@ -18,9 +17,6 @@ import (
 // NAME-agent and Events (through the API server), the --report-file, or
 // with neither into the log. Stop ends the copies, releasing their locks.
 type copier struct {
-	// self is this agent's name in the copies' locks and reports: its
-	// Pod's.
-	self      string
 	runner    *handoff.Runner
 	kube      *report.Kube
 	name      string
@@ -29,12 +25,12 @@ type copier struct {
 
 // newCopier reports through restConfig when it is set (the agent follows
 // the API server), into --report-file when it is set.
-func newCopier(cfg *config, restConfig *rest.Config, self string, logger *slog.Logger, m *metrics) (*copier, error) {
-	c := &copier{self: self, name: cfg.memcached, namespace: cfg.namespace}
+func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *metrics) (*copier, error) {
+	c := &copier{name: cfg.memcached, namespace: cfg.namespace}
 	var reporters report.Both
 	if restConfig != nil {
 		var err error
-		if c.kube, err = report.NewKube(restConfig, cfg.namespace, cfg.memcached, self); err != nil {
+		if c.kube, err = report.NewKube(restConfig, cfg.namespace, cfg.memcached, cfg.self); err != nil {
 			return nil, err
 		}
 		reporters = append(reporters, c.kube)
@@ -46,18 +42,8 @@ func newCopier(cfg *config, restConfig *rest.Config, self string, logger *slog.L
 		// --from-file without --report-file: the log says it all.
 		reporters = append(reporters, logReporter{logger})
 	}
-	c.runner = handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
+	c.runner = handoff.New(handoff.Options{Self: cfg.self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
 	return c, nil
-}
-
-// podName is this agent's Pod's name: $POD_NAME, else the hostname, which
-// in a Pod is the Pod's name.
-func podName(getenv func(string) string) string {
-	if self := getenv("POD_NAME"); self != "" {
-		return self
-	}
-	self, _ := os.Hostname()
-	return self
 }
 
 // Offer hands the hand-offs of the Memcached followed to the runner

@@ -54,6 +54,9 @@ type config struct {
 	handoffLockTTL   time.Duration
 	handoffSettle    time.Duration
 	poolFile         string
+	// self is this agent's name in the hand-offs' locks and reports:
+	// $POD_NAME, else the hostname, which in a Pod is the Pod's name.
+	self string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
@@ -118,19 +121,23 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.namespace == "" && cfg.fromFile == "" {
 		return nil, fmt.Errorf("no namespace: set --namespace or POD_NAMESPACE (outside a Pod, %s does not exist)", serviceAccountNamespace)
 	}
+	if cfg.self = getenv("POD_NAME"); cfg.self == "" {
+		cfg.self, _ = os.Hostname()
+	}
 	return cfg, nil
 }
 
 // run is the whole program: it parses the flags, builds the roles they ask
-// for (the copier always, the pool writer with --pool-file, the endpoint
-// with --listen), follows the Memcached into them until ctx ends, then
-// shuts down gracefully. It returns nil after a clean shutdown.
+// for, runs them until ctx ends, then shuts down gracefully. It returns nil
+// after a clean shutdown.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, getenv, stderr)
-	if err != nil {
-		return program.Build{Name: "memcached-agent", Version: version, Commit: commit}.Exit(err, stdout)
-	}
-	logger := cfg.Logger(stdout)
+	return program.Start(ctx, program.Build{Name: "memcached-agent", Version: version, Commit: commit}, args, getenv, stdout, stderr, parseFlags, serve)
+}
+
+// serve builds the roles the flags ask for (the copier always, the pool
+// writer with --pool-file, the endpoint with --listen) and follows the
+// Memcached into them until ctx ends.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	m := newMetrics()
 	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
 	tlsConfig, err := endpointTLS(cfg, logger)
@@ -144,7 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	copier, err := newCopier(cfg, restConfig, podName(getenv), logger, m)
+	copier, err := newCopier(cfg, restConfig, logger, m)
 	if err != nil {
 		return err
 	}
@@ -189,7 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source(cfg), "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", copier.self, "pool_file", cfg.poolFile)
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", cfg.self, "pool_file", cfg.poolFile)
 
 	// Once ctx ends /readyz fails, so that the Service sends new clients to
 	// another agent, while this one still answers. Copies stop at once,

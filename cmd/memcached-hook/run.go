@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -93,12 +94,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 // run is the whole program: it parses the flags, listens, serves until ctx
 // ends, then shuts down gracefully. It returns nil after a clean shutdown.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, getenv, stderr)
-	if err != nil {
-		return program.Build{Name: "memcached-hook", Version: version, Commit: commit}.Exit(err, stdout)
-	}
-	logger := cfg.Logger(stdout)
+	return program.Start(ctx, program.Build{Name: "memcached-hook", Version: version, Commit: commit}, args, getenv, stdout, stderr, parseFlags, serve)
+}
 
+// serve listens, serves until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	m := newMetrics()
 	auth, err := newAuthenticator(authConfig{
 		tokenFile:        cfg.authTokenFile,

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -42,6 +43,21 @@ var ErrVersion = errors.New("version asked for")
 // -ldflags "-X main.version=... -X main.commit=...".
 type Build struct {
 	Name, Version, Commit string
+}
+
+// Start is the beginning every program's run shares: it reads the flags
+// with parse, ends there after --help, --version or a refused flag (see
+// Exit), and otherwise makes the log the flags ask for, on stdout, and
+// returns what serve returns.
+func Start[C interface{ Logger(io.Writer) *slog.Logger }](ctx context.Context, b Build, args []string, getenv func(string) string, stdout, stderr io.Writer,
+	parse func(args []string, getenv func(string) string, stderr io.Writer) (C, error),
+	serve func(ctx context.Context, cfg C, logger *slog.Logger) error,
+) error {
+	cfg, err := parse(args, getenv, stderr)
+	if err != nil {
+		return b.Exit(err, stdout)
+	}
+	return serve(ctx, cfg, cfg.Logger(stdout))
 }
 
 // Exit is what run returns when reading its flags ended it before it
