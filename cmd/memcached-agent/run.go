@@ -44,9 +44,6 @@ type config struct {
 	filePollInterval time.Duration
 	listen           string
 	adminListen      string
-	tlsCertFile      string
-	tlsKeyFile       string
-	clientCAFile     string
 	tlsMinVersion    string
 	maxConnections   int
 	idleTimeout      time.Duration
@@ -72,9 +69,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
 	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on, or writes the proxy's pool)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
-	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require every client to present a certificate signed by a CA in this PEM `file` (needs --tls-cert-file), as memcached with required client certificates does; reloaded when it changes")
+	fs.TLSFlags("serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes",
+		"require every client to present a certificate signed by a CA in this PEM `file` (needs --tls-cert-file), as memcached with required client certificates does; reloaded when it changes")
 	fs.StringVar(&cfg.tlsMinVersion, "tls-min-version", "1.2", "lowest TLS `version` accepted: 1.2 or 1.3")
 	fs.IntVar(&cfg.maxConnections, "max-connections", 1024, "client connections open at once; past it a new one is answered memcached's \"ERROR Too many open connections\" and closed")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "close a client connection on which nothing came for this long (clients poll every minute or so); also bounds each write and TLS handshake")
@@ -95,10 +91,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, errors.New("--from-file and --kubeconfig are mutually exclusive: the list comes from one or the other")
 	case cfg.filePollInterval <= 0:
 		return nil, fmt.Errorf("--file-poll-interval must be positive, got %s", cfg.filePollInterval)
-	case (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == ""):
-		return nil, errors.New("--tls-cert-file and --tls-key-file go together")
-	case cfg.clientCAFile != "" && cfg.tlsCertFile == "":
-		return nil, errors.New("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
 	case cfg.tlsMinVersion != "1.2" && cfg.tlsMinVersion != "1.3":
 		return nil, fmt.Errorf("--tls-min-version must be 1.2 or 1.3, got %q", cfg.tlsMinVersion)
 	case cfg.maxConnections <= 0:
@@ -195,7 +187,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		address = ep.Addr()
 	}
 	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
-		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source(cfg), "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source(cfg), "tls", tlsConfig != nil, "client_certificates", cfg.TLS.ClientCA != "",
 		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", cfg.self, "pool_file", cfg.poolFile)
 
 	// Once ctx ends /readyz fails, so that the Service sends new clients to

@@ -10,14 +10,14 @@ import (
 // endpointTLS is the endpoint's TLS configuration (nil without
 // --tls-cert-file): see newTLSConfig.
 func endpointTLS(cfg *config, logger *slog.Logger) (*tls.Config, error) {
-	if cfg.tlsCertFile == "" {
+	if cfg.TLS.Cert == "" {
 		return nil, nil
 	}
 	minVersion := uint16(tls.VersionTLS12)
 	if cfg.tlsMinVersion == "1.3" {
 		minVersion = tls.VersionTLS13
 	}
-	return newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile, minVersion)
+	return newTLSConfig(logger, cfg.TLS.Cert, cfg.TLS.Key, cfg.TLS.ClientCA, minVersion)
 }
 
 // newTLSConfig serves certFile and keyFile (memcached's own certificate,

@@ -29,9 +29,6 @@ type config struct {
 	maxConcurrentCalls int
 	maxQueuedCalls     int
 	queueTimeout       time.Duration
-	tlsCertFile        string
-	tlsKeyFile         string
-	clientCAFile       string
 	authTokenFile      string
 	basicAuthUserFile  string
 	basicAuthPassFile  string
@@ -51,9 +48,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 2*time.Second, "how long a call over --max-concurrent-calls waits for a slot before it gets 429 with Retry-After, which Metacontroller takes as \"requeue\"")
 	fs.StopFlags(5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls",
 		20*time.Second, "after the delay, how long in-flight calls get to finish")
-	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve HTTPS (TLS 1.2 or later) with the PEM certificate (chain) in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require hook calls to present a client certificate signed by a CA in this PEM `file` (needs --tls-cert-file; health checks and metrics stay open); reloaded when it changes")
+	fs.TLSFlags("serve HTTPS (TLS 1.2 or later) with the PEM certificate (chain) in this `file`; reloaded when it changes",
+		"require hook calls to present a client certificate signed by a CA in this PEM `file` (needs --tls-cert-file; health checks and metrics stay open); reloaded when it changes")
 	fs.StringVar(&cfg.authTokenFile, "auth-token-file", "", "require hook calls to send \"Authorization: Bearer <token>\" with the token in this `file` (white space trimmed); reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthUserFile, "basic-auth-username-file", "", "require hook calls to use Basic authentication with the username in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthPassFile, "basic-auth-password-file", "", "the Basic authentication password, in this `file`; reloaded when it changes")
@@ -73,12 +69,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if cfg.queueTimeout < 0 {
 		return nil, fmt.Errorf("--queue-timeout must not be negative")
-	}
-	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
-		return nil, fmt.Errorf("--tls-cert-file and --tls-key-file go together")
-	}
-	if cfg.clientCAFile != "" && cfg.tlsCertFile == "" {
-		return nil, fmt.Errorf("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
 	}
 	if (cfg.basicAuthUserFile == "") != (cfg.basicAuthPassFile == "") {
 		return nil, fmt.Errorf("--basic-auth-username-file and --basic-auth-password-file go together")
@@ -104,14 +94,14 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		tokenFile:        cfg.authTokenFile,
 		basicUserFile:    cfg.basicAuthUserFile,
 		basicPassFile:    cfg.basicAuthPassFile,
-		clientCertNeeded: cfg.clientCAFile != "",
+		clientCertNeeded: cfg.TLS.ClientCA != "",
 	}, logger, m)
 	if err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config
-	if cfg.tlsCertFile != "" {
-		if tlsConfig, err = newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile); err != nil {
+	if cfg.TLS.Cert != "" {
+		if tlsConfig, err = newTLSConfig(logger, cfg.TLS.Cert, cfg.TLS.Key, cfg.TLS.ClientCA); err != nil {
 			return err
 		}
 	}
@@ -145,7 +135,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		}
 		serveErr <- srv.Serve(ln)
 	}()
-	logger.Info("listening", "address", ln.Addr().String(), "version", version, "commit", commit, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+	logger.Info("listening", "address", ln.Addr().String(), "version", version, "commit", commit, "tls", tlsConfig != nil, "client_certificates", cfg.TLS.ClientCA != "",
 		"auth", authMode(cfg), "max_request_bytes", cfg.maxRequestBytes, "max_concurrent_calls", cfg.maxConcurrentCalls)
 
 	// Once ctx ends /readyz fails and every answer closes its connection

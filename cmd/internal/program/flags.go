@@ -24,6 +24,9 @@ type Flags struct {
 	// Stop is --shutdown-delay and --shutdown-timeout, once StopFlags
 	// has added them.
 	Stop Stop
+	// TLS is --tls-cert-file, --tls-key-file and --client-ca-file, once
+	// TLSFlags has added them.
+	TLS TLSFiles
 
 	prefix  string
 	version *bool
@@ -62,11 +65,29 @@ func (f *Flags) StopFlags(delay time.Duration, delayUsage string, timeout time.D
 	f.DurationVar(&f.Stop.Timeout, "shutdown-timeout", timeout, timeoutUsage)
 }
 
+// TLSFiles are the files of a server's TLS: its certificate (chain) and
+// key, and the CA bundle of the client certificates it accepts, each
+// reloaded when it changes (see reload.ServerTLS).
+type TLSFiles struct {
+	Cert, Key, ClientCA string
+}
+
+// TLSFlags adds --tls-cert-file, --tls-key-file and --client-ca-file,
+// which set TLS, with the program's words for what the certificate serves
+// and what the client certificates are required for.
+func (f *Flags) TLSFlags(certUsage, clientCAUsage string) {
+	f.StringVar(&f.TLS.Cert, "tls-cert-file", "", certUsage)
+	f.StringVar(&f.TLS.Key, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
+	f.StringVar(&f.TLS.ClientCA, "client-ca-file", "", clientCAUsage)
+}
+
 // Parse reads args (the program's name first) and then the environment
 // for each flag the command line left unset. It returns flag.ErrHelp for
 // --help and ErrVersion for --version (see Build.Exit); it refuses
 // arguments that are not flags, and what no program can honour: a
-// negative stop, a log format other than json and text.
+// negative stop, a log format other than json and text, a certificate
+// without its key (or the other way round), client certificates without
+// TLS.
 func (f *Flags) Parse(args []string, getenv func(string) string) error {
 	if len(args) > 0 {
 		args = args[1:]
@@ -97,6 +118,10 @@ func (f *Flags) Parse(args []string, getenv func(string) string) error {
 		return errors.New("--shutdown-delay and --shutdown-timeout must not be negative")
 	case f.LogFormat != "json" && f.LogFormat != "text":
 		return fmt.Errorf("--log-format must be json or text, got %q", f.LogFormat)
+	case (f.TLS.Cert == "") != (f.TLS.Key == ""):
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	case f.TLS.ClientCA != "" && f.TLS.Cert == "":
+		return errors.New("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
 	}
 	return nil
 }

@@ -14,11 +14,12 @@ import (
 )
 
 // newTestFlags is a program "some-program" with one flag of its own,
-// --some-flag, and the stop's flags.
+// --some-flag, the stop's flags and TLS's.
 func newTestFlags(stderr io.Writer) (*Flags, *string) {
 	f := NewFlags("some-program", []string{"./some-program"}, "[flags]", "Does something.\n", stderr)
 	some := f.String("some-flag", "default", "what it sets")
 	f.StopFlags(5*time.Second, "delay", 10*time.Second, "timeout")
+	f.TLSFlags("certificate", "client CA")
 	return f, some
 }
 
@@ -41,6 +42,10 @@ func TestParse(t *testing.T) {
 		{name: "negative timeout", env: map[string]string{"SOME_PROGRAM_SHUTDOWN_TIMEOUT": "-1s"}, wantErr: "must not be negative"},
 		{name: "log format", args: []string{"--log-format=xml"}, wantErr: `--log-format must be json or text, got "xml"`},
 		{name: "log level", args: []string{"--log-level=loud"}, wantErr: "-log-level"},
+		{name: "certificate without key", args: []string{"--tls-cert-file=/c"}, wantErr: "--tls-cert-file and --tls-key-file go together"},
+		{name: "key without certificate", env: map[string]string{"SOME_PROGRAM_TLS_KEY_FILE": "/k"}, wantErr: "--tls-cert-file and --tls-key-file go together"},
+		{name: "client CA without TLS", args: []string{"--client-ca-file=/ca"}, wantErr: "--client-ca-file needs --tls-cert-file"},
+		{name: "TLS", args: []string{"--tls-cert-file=/c", "--tls-key-file=/k", "--client-ca-file=/ca"}, wantSome: "default", wantDelay: 5 * time.Second},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined: -nope"},
 	}
 	for _, tt := range tests {
