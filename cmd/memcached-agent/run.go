@@ -29,7 +29,6 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -193,7 +192,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger := slog.New(handler)
 
 	m := newMetrics()
-	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
+	pub := serverlist.New(logger, m, time.Now)
 
 	var tlsConfig *tls.Config
 	if cfg.tlsCertFile != "" {
@@ -248,14 +247,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
 	defer handoffs.Stop()
-	var sink follow.Sink = &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
+	var sink follow.Sink = &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter}
 	// Beside a proxy: its pool, written from every status.
 	var pw *pool.Writer
 	if cfg.poolFile != "" {
 		if fi, err := os.Stat(filepath.Dir(cfg.poolFile)); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--pool-file %s: its directory must exist (the volume the proxy reads)", cfg.poolFile)
 		}
-		pw = pool.New(cfg.poolFile, cfg.memcached, cfg.namespace, logger.With("component", "pool"), m, time.Now)
+		pw = pool.New(cfg.poolFile, logger.With("component", "pool"), m, time.Now)
 		sink = sinks{sink, pw}
 	}
 
@@ -310,7 +309,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	go func() {
 		defer following.Done()
 		if cfg.fromFile != "" {
-			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, sink, m.followError, logger)
+			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, cfg.memcached, cfg.namespace, sink, m.followError, logger)
 			return
 		}
 		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
@@ -425,7 +424,7 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shut
 // sinks hands what a follower sees to each of several sinks, in order.
 type sinks []follow.Sink
 
-func (s sinks) Offer(source string, m *metacontroller.Parent) {
+func (s sinks) Offer(source string, m *v1alpha1.Memcached) {
 	for _, k := range s {
 		k.Offer(source, m)
 	}
@@ -437,22 +436,16 @@ func (s sinks) Refuse(source string, err error) {
 	}
 }
 
-// statusSink hands every Memcached the followers see to the list served
-// and, when it is the Memcached followed, its hand-offs to the copier.
+// statusSink hands every version of the Memcached the followers see to
+// the list served, and its hand-offs to the copier.
 type statusSink struct {
-	pub       *serverlist.Publisher
-	handoffs  *handoff.Runner
-	kube      *report.Kube
-	name      string
-	namespace string
+	pub      *serverlist.Publisher
+	handoffs *handoff.Runner
+	kube     *report.Kube
 }
 
-func (s *statusSink) Offer(source string, m *metacontroller.Parent) {
+func (s *statusSink) Offer(source string, m *v1alpha1.Memcached) {
 	s.pub.Offer(source, m)
-	if m.Name != s.name || s.namespace != "" && m.Namespace != "" && m.Namespace != s.namespace {
-		// The publisher has said why.
-		return
-	}
 	if s.kube != nil {
 		s.kube.SetUID(m.UID)
 	}
