@@ -9,7 +9,6 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // copier is the hand-off copier: it runs the copies the Memcached's
@@ -17,16 +16,14 @@ import (
 // NAME-agent and Events (through the API server), the --report-file, or
 // with neither into the log. Stop ends the copies, releasing their locks.
 type copier struct {
-	runner    *handoff.Runner
-	kube      *report.Kube
-	name      string
-	namespace string
+	runner *handoff.Runner
+	kube   *report.Kube
 }
 
 // newCopier reports through restConfig when it is set (the agent follows
 // the API server), into --report-file when it is set.
 func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *metrics) (*copier, error) {
-	c := &copier{name: cfg.memcached, namespace: cfg.namespace}
+	c := &copier{}
 	var reporters report.Both
 	if restConfig != nil {
 		var err error
@@ -47,12 +44,8 @@ func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *met
 }
 
 // Offer hands the hand-offs of the Memcached followed to the runner
-// (follow.Sink). Another object's are not ours: the server list's
-// publisher, offered it first, has said why.
-func (c *copier) Offer(_ string, m *metacontroller.Parent) {
-	if m.Name != c.name || c.namespace != "" && m.Namespace != "" && m.Namespace != c.namespace {
-		return
-	}
+// (follow.Sink; the follower offers that object alone).
+func (c *copier) Offer(_ string, m *v1alpha1.Memcached) {
 	if c.kube != nil {
 		c.kube.SetUID(m.UID)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // metrics are the agent's Prometheus metrics, in a registry of their own
@@ -127,7 +128,7 @@ func (m *metrics) Ended(result string, d time.Duration) {
 }
 
 // PoolWritten records the pool the file holds (pool.Observer).
-func (m *metrics) PoolWritten(p *pool.Pool, wrote bool) {
+func (m *metrics) PoolWritten(p *contract.Pool, wrote bool) {
 	if wrote {
 		m.poolWrites.Inc()
 	}

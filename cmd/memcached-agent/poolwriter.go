@@ -23,5 +23,5 @@ func newPoolWriter(cfg *config, logger *slog.Logger, m *metrics) (*poolWriter, e
 	if fi, err := os.Stat(filepath.Dir(cfg.poolFile)); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("--pool-file %s: its directory must exist (the volume the proxy reads)", cfg.poolFile)
 	}
-	return &poolWriter{pool.New(cfg.poolFile, cfg.memcached, cfg.namespace, logger.With("component", "pool"), m, time.Now)}, nil
+	return &poolWriter{pool.New(cfg.poolFile, logger.With("component", "pool"), m, time.Now)}, nil
 }

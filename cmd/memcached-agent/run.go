@@ -21,7 +21,7 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
-	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // Memcached into them until ctx ends.
 func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	m := newMetrics()
-	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
+	pub := serverlist.New(logger, m, time.Now)
 	tlsConfig, err := endpointTLS(cfg, logger)
 	if err != nil {
 		return err
@@ -242,7 +242,7 @@ func following(cfg *config, restConfig *rest.Config, sink follow.Sink, pw *poolW
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if cfg.fromFile != "" {
-			follow.File(ctx, cfg.fromFile, cfg.filePollInterval, sink, m.followError, logger)
+			follow.File(ctx, cfg.fromFile, cfg.filePollInterval, cfg.memcached, cfg.namespace, sink, m.followError, logger)
 			return
 		}
 		if err := follow.Kube(ctx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
@@ -309,7 +309,7 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopp
 // sinks hands what a follower sees to each of several sinks, in order.
 type sinks []follow.Sink
 
-func (s sinks) Offer(source string, m *metacontroller.Parent) {
+func (s sinks) Offer(source string, m *v1alpha1.Memcached) {
 	for _, k := range s {
 		k.Offer(source, m)
 	}

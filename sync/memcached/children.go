@@ -14,13 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // Ports and timings of the memcached Pods.
 const (
 	// Port is memcached's, on the Pods and the Service.
-	Port         = 11211
+	Port         = contract.Port
 	ExporterPort = 9150
 	// memcachedUID is the memcache user of the official memcached images
 	// (Debian and Alpine alike); runAsNonRoot needs it numeric.

@@ -7,17 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
-)
-
-// DoneKey is the item the agent sets on a leaving memcached once it has
-// handed every item on (or found nothing to hand on): the leaving Pod's
-// preStop waits for it, asking its own memcached, with nothing but the
-// image's shell tools. The agent never copies keys under this prefix.
-const (
-	ReservedKeyPrefix = "__memcached-operator/"
-	DoneKey           = ReservedKeyPrefix + "handoff/done"
 )
 
 // Hand-off timing. The copy rate is measured (BENCHMARKS.md): the agent
@@ -54,7 +46,7 @@ func terminationGrace(s *v1alpha1.MemcachedSpec) int64 {
 
 // preStop keeps a leaving memcached serving: for preStopSleepSeconds (so
 // endpoints drop the Pod first; memcached exits at once on SIGTERM), and
-// with keepWarm then until its own memcached holds DoneKey or
+// with keepWarm then until its own memcached holds contract.DoneKey or
 // HandoffSeconds pass. It asks memcached over loopback with the image's
 // sh, nc and timeout, as the liveness check does (quit makes memcached
 // close, so nc returns at once), and passes whatever happens: a preStop
@@ -68,7 +60,7 @@ end=$(( $(date +%%s) + %d ))
 while [ "$(date +%%s)" -lt "$end" ]; do
   case "$(printf 'mg %s v\r\nquit\r\n' | timeout 2 nc 127.0.0.1 %d)" in VA*) exit 0 ;; esac
   sleep 1
-done`, preStopSleepSeconds, HandoffSeconds(s), DoneKey, localPort(s))
+done`, preStopSleepSeconds, HandoffSeconds(s), contract.DoneKey, localPort(s))
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 
@@ -84,18 +76,18 @@ func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32
 	if !keepWarm(spec) {
 		return nil
 	}
-	return slots.Handoffs(p.Status.SlotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
+	return slots.Handoffs(obs.slotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
 }
 
 // readReports reads the agent's reports: the data of its ConfigMap, one
-// JSON object per leaving Pod. One that does not decode is left out: the
-// hook only carries them into the status.
+// JSON object a hand-off, keyed by contract.ReportKey. One that does not
+// decode is left out: the hook only carries them into the status.
 func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
 	out := map[string]v1alpha1.HandoffProgress{}
-	for pod, raw := range c.Data {
+	for key, raw := range c.Data {
 		var r v1alpha1.HandoffProgress
 		if json.Unmarshal([]byte(raw), &r) == nil && r.State != "" {
-			out[pod] = r
+			out[key] = r
 		}
 	}
 	return out

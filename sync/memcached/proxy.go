@@ -83,7 +83,7 @@ func proxyMeta(p *metacontroller.Parent) metav1.ObjectMeta {
 }
 
 // proxyKinds are the kinds of proxyChildren; the agent beside each proxy
-// needs agentIdentityKinds too.
+// needs the kinds of its identity too (neededKinds).
 var proxyKinds = []string{DeploymentKey, ConfigMapKey, ServiceKey, PDBKey, NetworkPolicyKey}
 
 // proxyChildren are the proxy tier: the route configuration, the proxy

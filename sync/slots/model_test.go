@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -414,7 +415,7 @@ func (w *world) delete(p *modelPod) {
 func (w *world) agentReports() {
 	for key, due := range w.reportDue {
 		if !due.After(w.now) {
-			w.reports[key] = v1alpha1.HandoffProgress{State: slots.HandoffDone}
+			w.reports[key] = v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone}
 			delete(w.reportDue, key)
 		}
 	}
@@ -517,7 +518,7 @@ func (w *world) check(copy object, st status) {
 		}
 	}
 	for _, h := range st.handoffs {
-		if key := slots.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting {
+		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting {
 			if _, due := w.reportDue[key]; !due && w.reports[key].State == "" {
 				w.reportDue[key] = w.now.Add(time.Duration(500+w.rng.IntN(3000)) * time.Millisecond)
 			}

@@ -30,12 +30,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // MaxSlots bounds the table: no slot number reaches it. It is the largest
 // spec.size, so that a status edited by hand (slot 1000000) cannot make the
-// hook write a table of a million entries.
-const MaxSlots = 1000
+// hook write a table of a million entries; and the proxy takes no more
+// (contract.MaxSlots, where the bound is kept).
+const MaxSlots = contract.MaxSlots
 
 // Settle is how long after the second an event is stamped with the hook
 // waits before it acts on it (see Assign): the API server and the kubelet
