@@ -363,21 +363,11 @@ func (w *world) deployment() {
 			victims = cur
 		}
 		w.rng.Shuffle(len(victims), func(i, j int) { victims[i], victims[j] = victims[j], victims[i] })
-		slices.SortStableFunc(victims, func(a, b *modelPod) int {
-			return compareBools(a.now().ready, b.now().ready)
-		})
+		if i := slices.IndexFunc(victims, func(p *modelPod) bool { return !p.now().ready }); i >= 0 {
+			victims[0] = victims[i]
+		}
 		w.delete(victims[0])
 	}
-}
-
-func compareBools(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 func (w *world) anyUnready(pods []*modelPod) bool {
