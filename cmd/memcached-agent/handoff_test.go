@@ -21,7 +21,7 @@ import (
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -288,7 +288,7 @@ func TestAgentHandsOff(t *testing.T) {
 	testutil.WriteFileAtomic(t, path, statusJSON(t, 1767225601, replaced, []v1alpha1.Handoff{
 		{Pod: "cache-old", IP: srcIP, Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(0)), To: "cache-new", ToIP: dstIP},
 	}))
-	var states []string
+	var states []v1alpha1.HandoffState
 	var last v1alpha1.HandoffProgress
 	for deadline := time.Now().Add(60 * time.Second); last.State != "Done" && last.State != "Failed"; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -303,7 +303,7 @@ func TestAgentHandsOff(t *testing.T) {
 		}
 		last = pr
 	}
-	if want := []string{"Copying", "Done"}; !slices.Equal(states, want) {
+	if want := []v1alpha1.HandoffState{"Copying", "Done"}; !slices.Equal(states, want) {
 		t.Errorf("states %q, want %q", states, want)
 	}
 	if last.Items != count || last.Bytes != count*size || last.Skipped != 0 {
@@ -312,7 +312,7 @@ func TestAgentHandsOff(t *testing.T) {
 	if n := dialMC(t, dst).items(); n != count {
 		t.Errorf("the destination holds %d items, want %d", n, count)
 	}
-	if !dialMC(t, src).has(memcached.DoneKey) {
+	if !dialMC(t, src).has(contract.DoneKey) {
 		t.Errorf("no done marker on the source")
 	}
 
@@ -416,7 +416,7 @@ func TestAgentsShareACopy(t *testing.T) {
 	if last.Items+last.Skipped != count || last.Skipped < int64(copied) {
 		t.Errorf("%s's report %+v: want %d items in all, at least the %d the killed agent copied already there", waiting.name, last, count, copied)
 	}
-	if !dialMC(t, src).has(memcached.DoneKey) {
+	if !dialMC(t, src).has(contract.DoneKey) {
 		t.Errorf("no done marker on the source")
 	}
 }

@@ -1,28 +1,23 @@
-// Command memcached-agent serves one Memcached's server list to memcached
-// clients that speak ElastiCache Auto Discovery: it follows the
-// Memcached's status.slotTable (through the API server, or from a file)
-// and answers "config get cluster" and "get AmazonElastiCache:cluster" on
-// memcached's port, speaking memcached's text protocol. The hook runs two
-// of them per Memcached with spec.discovery; see README.md. With
-// --pool-file it writes the slot table as the pool of memcached's proxy
-// (internal/pool): the proxy tier runs it beside each proxy, with no
-// endpoint (--listen=).
+// Command memcached-agent is the data plane beside one Memcached. It
+// follows the Memcached's status (through the API server, or from a file)
+// and does up to three jobs with it, each a small type that run wires as
+// the flags ask:
+//
+//   - endpoint (--listen): serves the server list to memcached clients
+//     that speak ElastiCache Auto Discovery, answering "config get
+//     cluster" and "get AmazonElastiCache:cluster" in memcached's text
+//     protocol;
+//   - poolWriter (--pool-file): writes the slot table as the pool of
+//     memcached's proxy (internal/pool), beside each proxy of the proxy
+//     tier, which runs it with no endpoint (--listen=);
+//   - copier (always; idle until status.handoffs names work for it): copies
+//     the items of a memcached Pod that leaves to the Pods that take its
+//     keys, and reports how far it got.
+//
+// The hook runs two agents per Memcached with spec.discovery or
+// spec.rollout.keepWarm; see README.md.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/example/memcached-operator/cmd/internal/program"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// After the first signal, the next one kills at once.
-	context.AfterFunc(ctx, stop)
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "memcached-agent: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("memcached-agent", run) }

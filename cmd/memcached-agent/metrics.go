@@ -1,23 +1,22 @@
 package main
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // metrics are the agent's Prometheus metrics, in a registry of their own
-// (never the global one), so that each run counts only its own.
+// (see program.Registry), so that each run counts only its own.
 type metrics struct {
-	registry *prometheus.Registry
+	registry *program.Registry
 
 	version      prometheus.Gauge
 	servers      prometheus.Gauge
@@ -42,96 +41,43 @@ type metrics struct {
 	poolWriteErrors prometheus.Counter
 }
 
+// newMetrics registers the agent's metrics, and the Go runtime's and the
+// process's, in a new registry.
 func newMetrics() *metrics {
-	reg := prometheus.NewRegistry()
+	reg := program.NewRegistry()
 	m := &metrics{
 		registry: reg,
-		version: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_list_version",
-			Help: "Version of the server list served (status.slotTable.version); 0 before the first good list.",
-		}),
-		servers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_list_servers",
-			Help: "Servers in the list served.",
-		}),
-		published: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_list_published_timestamp_seconds",
-			Help: "Unix time at which the list served began to be served.",
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memcached_agent_lists_refused_total",
-			Help: "Server lists seen and not served (the one served before stays), by reason.",
-		}, []string{"reason"}),
-		connsOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_connections_open",
-			Help: "Client connections open now.",
-		}),
-		connsTotal: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_connections_total",
-			Help: "Client connections accepted.",
-		}),
-		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_connections_refused_total",
-			Help: "Client connections refused over --max-connections.",
-		}),
-		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memcached_agent_commands_total",
-			Help: "Command lines read, by kind (config_get_cluster, get, gets, version, quit, unknown, bad_format, http, too_long, store, unserved).",
-		}, []string{"kind"}),
-		followErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memcached_agent_follow_errors_total",
-			Help: "Failures to read the Memcached, by source: watch (a list or watch that failed, an expired watch included) or file.",
-		}, []string{"source"}),
-		copies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memcached_agent_handoff_copies_total",
-			Help: "Hand-off copies this agent ran, by result: done, failed, or cancelled (the entry left the status, the agent stopped, or the lock went to the other agent).",
-		}, []string{"result"}),
-		handedItems: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_handoff_items_total",
-			Help: "Items handed on (stored on their destination) by this agent's copies.",
-		}),
-		handedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_handoff_bytes_total",
-			Help: "Bytes of values handed on by this agent's copies.",
-		}),
-		copySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "memcached_agent_handoff_copy_seconds",
-			Help:    "How long this agent's copies took, from taking the source's lock to their end.",
-			Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
-		}),
-		poolWrites: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_pool_writes_total",
-			Help: "Pool files written (--pool-file): one per change of the pool.",
-		}),
-		poolVersion: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_pool_version",
-			Help: "Version of the slot table the pool file holds (status.slotTable.version); 0 before the first pool.",
-		}),
-		poolSlots: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_pool_slots",
-			Help: "Slots (backends) in the pool file, placeholders included.",
-		}),
-		poolDown: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_pool_down_slots",
-			Help: "Slots in the pool file with no Serving Pod: placeholders the proxy answers with an error.",
-		}),
-		poolWritten: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "memcached_agent_pool_written_timestamp_seconds",
-			Help: "Unix time at which the pool file took the pool it holds.",
-		}),
-		poolRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "memcached_agent_pool_refused_total",
-			Help: "Slot tables seen and not written into the pool file (it keeps the last pool), by reason.",
-		}, []string{"reason"}),
-		poolWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "memcached_agent_pool_write_errors_total",
-			Help: "Writes of the pool file that failed (each is tried again every second).",
-		}),
+		version: reg.Gauge("memcached_agent_list_version",
+			"Version of the server list served (status.slotTable.version); 0 before the first good list."),
+		servers:   reg.Gauge("memcached_agent_list_servers", "Servers in the list served."),
+		published: reg.Gauge("memcached_agent_list_published_timestamp_seconds", "Unix time at which the list served began to be served."),
+		refused: reg.CounterVec("memcached_agent_lists_refused_total",
+			"Server lists seen and not served (the one served before stays), by reason.", "reason"),
+		connsOpen:    reg.Gauge("memcached_agent_connections_open", "Client connections open now."),
+		connsTotal:   reg.Counter("memcached_agent_connections_total", "Client connections accepted."),
+		connsRefused: reg.Counter("memcached_agent_connections_refused_total", "Client connections refused over --max-connections."),
+		commands: reg.CounterVec("memcached_agent_commands_total",
+			"Command lines read, by kind (config_get_cluster, get, gets, version, quit, unknown, bad_format, http, too_long, store, unserved).", "kind"),
+		followErrors: reg.CounterVec("memcached_agent_follow_errors_total",
+			"Failures to read the Memcached, by source: watch (a list or watch that failed, an expired watch included) or file.", "source"),
+		copies: reg.CounterVec("memcached_agent_handoff_copies_total",
+			"Hand-off copies this agent ran, by result: done, failed, or cancelled (the entry left the status, the agent stopped, or the lock went to the other agent).", "result"),
+		handedItems: reg.Counter("memcached_agent_handoff_items_total", "Items handed on (stored on their destination) by this agent's copies."),
+		handedBytes: reg.Counter("memcached_agent_handoff_bytes_total", "Bytes of values handed on by this agent's copies."),
+		copySeconds: reg.Histogram("memcached_agent_handoff_copy_seconds",
+			"How long this agent's copies took, from taking the source's lock to their end.", prometheus.ExponentialBuckets(0.25, 2, 14)),
+		poolWrites: reg.Counter("memcached_agent_pool_writes_total", "Pool files written (--pool-file): one per change of the pool."),
+		poolVersion: reg.Gauge("memcached_agent_pool_version",
+			"Version of the slot table the pool file holds (status.slotTable.version); 0 before the first pool."),
+		poolSlots: reg.Gauge("memcached_agent_pool_slots", "Slots (backends) in the pool file, placeholders included."),
+		poolDown: reg.Gauge("memcached_agent_pool_down_slots",
+			"Slots in the pool file with no Serving Pod: placeholders the proxy answers with an error."),
+		poolWritten: reg.Gauge("memcached_agent_pool_written_timestamp_seconds", "Unix time at which the pool file took the pool it holds."),
+		poolRefused: reg.CounterVec("memcached_agent_pool_refused_total",
+			"Slot tables seen and not written into the pool file (it keeps the last pool), by reason.", "reason"),
+		poolWriteErrors: reg.Counter("memcached_agent_pool_write_errors_total",
+			"Writes of the pool file that failed (each is tried again every second)."),
 	}
-	reg.MustRegister(m.version, m.servers, m.published, m.refused, m.connsOpen, m.connsTotal, m.connsRefused, m.commands, m.followErrors,
-		m.copies, m.handedItems, m.handedBytes, m.copySeconds,
-		m.poolWrites, m.poolVersion, m.poolSlots, m.poolDown, m.poolWritten, m.poolRefused, m.poolWriteErrors,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every label value shows as 0 from the start, so that a rate over it
 	// is defined before the first event.
 	for _, r := range serverlist.Reasons {
@@ -150,10 +96,6 @@ func newMetrics() *metrics {
 		m.poolRefused.WithLabelValues(r)
 	}
 	return m
-}
-
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
 // Published records a new list (serverlist.Observer).
@@ -186,7 +128,7 @@ func (m *metrics) Ended(result string, d time.Duration) {
 }
 
 // PoolWritten records the pool the file holds (pool.Observer).
-func (m *metrics) PoolWritten(p *pool.Pool, wrote bool) {
+func (m *metrics) PoolWritten(p *contract.Pool, wrote bool) {
 	if wrote {
 		m.poolWrites.Inc()
 	}

@@ -85,7 +85,8 @@ func TestRunPoolFile(t *testing.T) {
 
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225600, "10.0.0.1", "10.0.0.2"))
 	waitForFile(t, poolFile, "version 1767225600\n10.0.0.1:11211\n10.0.0.2:11211\nend 2\n")
-	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || body != "ok: pool version 1767225600, 2 slots, 0 down\n" {
+	// The writer takes note of the pool once its file is in place.
+	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == "ok: pool version 1767225600, 2 slots, 0 down\n" }); code != http.StatusOK {
 		t.Errorf("/readyz with a pool: %d %q", code, body)
 	}
 	if fi, _ := os.Stat(poolFile); fi.Mode().Perm() != 0o644 {
@@ -96,7 +97,7 @@ func TestRunPoolFile(t *testing.T) {
 	allDown := "version 1767225601\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n"
 	waitForFile(t, poolFile, allDown)
 	waitForMetric(t, admin, `memcached_agent_lists_refused_total{reason="no_servers"} 1`)
-	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "3 down") {
+	if code, body := waitForReadyz(t, admin, func(body string) bool { return strings.Contains(body, "3 down") }); code != http.StatusOK {
 		t.Errorf("/readyz with every slot down: %d %q, want 200: the proxy has a pool", code, body)
 	}
 
@@ -154,14 +155,7 @@ func TestRunPoolFileAndEndpoint(t *testing.T) {
 	// The writer takes note of the pool once its file is in place: ask
 	// until it has.
 	want := "ok: version 1767225601, 1 servers; pool version 1767225601, 1 slots, 0 down\n"
-	var code int
-	var body string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if code, body = httpGet(t, admin+"/readyz"); code == http.StatusOK && body == want {
-			break
-		}
-	}
-	if code != http.StatusOK || body != want {
+	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == want }); code != http.StatusOK || body != want {
 		t.Errorf("/readyz with both: %d %q, want 200 %q", code, body, want)
 	}
 }
@@ -189,4 +183,18 @@ func TestRunHelpNamesPoolFile(t *testing.T) {
 	if !strings.Contains(stderr.String(), "-pool-file file") {
 		t.Errorf("help does not describe -pool-file:\n%s", stderr.String())
 	}
+}
+
+// waitForReadyz asks /readyz until it answers 200 with a body ok takes,
+// for at most 10 s, and returns the last answer.
+func waitForReadyz(t *testing.T, admin string, ok func(body string) bool) (int, string) {
+	t.Helper()
+	var code int
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if code, body = httpGet(t, admin+"/readyz"); code == http.StatusOK && ok(body) {
+			break
+		}
+	}
+	return code, body
 }

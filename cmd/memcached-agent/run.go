@@ -2,34 +2,26 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
-	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
-	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
-	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -39,14 +31,12 @@ var (
 	commit  = "unknown"
 )
 
-// errVersion is --version: print the version instead of running.
-var errVersion = errors.New("version asked for")
-
 // serviceAccountNamespace is where a Pod finds its namespace.
 var serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // config is everything the flags set.
 type config struct {
+	*program.Flags
 	memcached        string
 	namespace        string
 	kubeconfig       string
@@ -54,33 +44,24 @@ type config struct {
 	filePollInterval time.Duration
 	listen           string
 	adminListen      string
-	tlsCertFile      string
-	tlsKeyFile       string
-	clientCAFile     string
 	tlsMinVersion    string
 	maxConnections   int
 	idleTimeout      time.Duration
-	shutdownDelay    time.Duration
-	shutdownTimeout  time.Duration
-	logLevel         slog.Level
-	logFormat        string
 	reportFile       string
 	handoffLockTTL   time.Duration
 	handoffSettle    time.Duration
 	poolFile         string
+	// self is this agent's name in the hand-offs' locks and reports:
+	// $POD_NAME, else the hostname, which in a Pod is the Pod's name.
+	self string
 }
 
 // parseFlags reads the command line. Every flag can also come from the
 // environment as MEMCACHED_AGENT_<FLAG> (upper case, dashes as
 // underscores); a flag on the command line wins.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	cfg := &config{}
-	if len(args) == 0 {
-		args = []string{"memcached-agent"}
-	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	printVersion := fs.Bool("version", false, "print the version and the commit it was built from, and exit")
+	fs := program.NewFlags("memcached-agent", args, "--memcached NAME [flags]", "Serves a Memcached's server list to clients that speak ElastiCache Auto Discovery.\n", stderr)
+	cfg := &config{Flags: fs}
 	fs.StringVar(&cfg.memcached, "memcached", "", "`name` of the Memcached whose servers to serve (required)")
 	fs.StringVar(&cfg.namespace, "namespace", "", "`namespace` of the Memcached (default: $POD_NAMESPACE, else the Pod's service account namespace; with --from-file, else the file's)")
 	fs.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig `file` to reach the API server with (default: the in-cluster service account)")
@@ -88,58 +69,28 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.DurationVar(&cfg.filePollInterval, "file-poll-interval", 250*time.Millisecond, "how often --from-file is checked for a change")
 	fs.StringVar(&cfg.listen, "listen", ":11211", "`address` of the configuration endpoint (host:port; port 0 picks a free one); empty serves no endpoint (an agent that only hands items on, or writes the proxy's pool)")
 	fs.StringVar(&cfg.adminListen, "admin-listen", "127.0.0.1:9091", "`address` of /healthz, /readyz and /metrics (HTTP)")
-	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require every client to present a certificate signed by a CA in this PEM `file` (needs --tls-cert-file), as memcached with required client certificates does; reloaded when it changes")
+	fs.TLSFlags("serve the endpoint over TLS with the PEM certificate (chain) in this `file`; reloaded when it changes",
+		"require every client to present a certificate signed by a CA in this PEM `file` (needs --tls-cert-file), as memcached with required client certificates does; reloaded when it changes")
 	fs.StringVar(&cfg.tlsMinVersion, "tls-min-version", "1.2", "lowest TLS `version` accepted: 1.2 or 1.3")
 	fs.IntVar(&cfg.maxConnections, "max-connections", 1024, "client connections open at once; past it a new one is answered memcached's \"ERROR Too many open connections\" and closed")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 10*time.Minute, "close a client connection on which nothing came for this long (clients poll every minute or so); also bounds each write and TLS handshake")
-	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
+	fs.StopFlags(5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first",
+		10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: report key, the source Pod's name or for Moved POD_SLOT, to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
 	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
 	fs.DurationVar(&cfg.handoffSettle, "handoff-settle", 2*time.Second, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
 	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", 15*time.Second, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
-	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
-	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s --memcached NAME [flags]\n\nServes a Memcached's server list to clients that speak ElastiCache Auto Discovery.\nEvery flag may also be set as MEMCACHED_AGENT_<NAME> in the environment.\n\nFlags:\n", fs.Name())
-		fs.PrintDefaults()
-	}
 
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return nil, err
 	}
-	if *printVersion {
-		return nil, errVersion
-	}
-	onCommandLine := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "MEMCACHED_AGENT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil && !onCommandLine[f.Name] {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return nil, envErr
-	}
 	switch {
-	case fs.NArg() > 0:
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	case cfg.memcached == "":
 		return nil, errors.New("--memcached is required: the name of the Memcached to serve")
 	case cfg.fromFile != "" && cfg.kubeconfig != "":
 		return nil, errors.New("--from-file and --kubeconfig are mutually exclusive: the list comes from one or the other")
 	case cfg.filePollInterval <= 0:
 		return nil, fmt.Errorf("--file-poll-interval must be positive, got %s", cfg.filePollInterval)
-	case (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == ""):
-		return nil, errors.New("--tls-cert-file and --tls-key-file go together")
-	case cfg.clientCAFile != "" && cfg.tlsCertFile == "":
-		return nil, errors.New("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
 	case cfg.tlsMinVersion != "1.2" && cfg.tlsMinVersion != "1.3":
 		return nil, fmt.Errorf("--tls-min-version must be 1.2 or 1.3, got %q", cfg.tlsMinVersion)
 	case cfg.maxConnections <= 0:
@@ -150,10 +101,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, fmt.Errorf("--handoff-lock-ttl must be at least 3s (memcached counts TTLs in seconds), got %s", cfg.handoffLockTTL)
 	case cfg.handoffSettle < 0 || cfg.handoffSettle > time.Minute:
 		return nil, fmt.Errorf("--handoff-settle must be from 0s to 1m (it delays every copy within the leaving Pod's bound), got %s", cfg.handoffSettle)
-	case cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0:
-		return nil, errors.New("--shutdown-delay and --shutdown-timeout must not be negative")
-	case cfg.logFormat != "json" && cfg.logFormat != "text":
-		return nil, fmt.Errorf("--log-format must be json or text, got %q", cfg.logFormat)
 	}
 	if cfg.namespace == "" {
 		cfg.namespace = getenv("POD_NAMESPACE")
@@ -166,212 +113,149 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	if cfg.namespace == "" && cfg.fromFile == "" {
 		return nil, fmt.Errorf("no namespace: set --namespace or POD_NAMESPACE (outside a Pod, %s does not exist)", serviceAccountNamespace)
 	}
+	if cfg.self = getenv("POD_NAME"); cfg.self == "" {
+		cfg.self, _ = os.Hostname()
+	}
 	return cfg, nil
 }
 
-// run is the whole program: it parses the flags, listens, follows the
-// Memcached and serves its list until ctx ends, then shuts down
-// gracefully. It returns nil after a clean shutdown.
+// run is the whole program: it parses the flags, builds the roles they ask
+// for, runs them until ctx ends, then shuts down gracefully. It returns nil
+// after a clean shutdown.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
+	return program.Start(ctx, program.Build{Name: "memcached-agent", Version: version, Commit: commit}, args, getenv, stdout, stderr, parseFlags, serve)
+}
+
+// serve builds the roles the flags ask for (the copier always, the pool
+// writer with --pool-file, the endpoint with --listen) and follows the
+// Memcached into them until ctx ends.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
+	m := newMetrics()
+	pub := serverlist.New(logger, m, time.Now)
+	tlsConfig, err := endpointTLS(cfg, logger)
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, errVersion) {
-		fmt.Fprintf(stdout, "memcached-agent %s (commit %s, %s)\n", version, commit, runtime.Version())
-		return nil
-	}
+	// The follower is set up before anything listens, so that a
+	// configuration that cannot reach the API server fails at once.
+	restConfig, err := apiServer(cfg, logger)
 	if err != nil {
 		return err
 	}
 
-	opts := &slog.HandlerOptions{Level: cfg.logLevel}
-	var handler slog.Handler = slog.NewJSONHandler(stdout, opts)
-	if cfg.logFormat == "text" {
-		handler = slog.NewTextHandler(stdout, opts)
+	copier, err := newCopier(cfg, restConfig, logger, m)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(handler)
-
-	m := newMetrics()
-	pub := serverlist.New(cfg.memcached, cfg.namespace, logger, m, time.Now)
-
-	var tlsConfig *tls.Config
-	if cfg.tlsCertFile != "" {
-		minVersion := uint16(tls.VersionTLS12)
-		if cfg.tlsMinVersion == "1.3" {
-			minVersion = tls.VersionTLS13
-		}
-		if tlsConfig, err = newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile, minVersion); err != nil {
-			return err
-		}
-	}
-
-	// The follower is set up before anything listens, so that a
-	// configuration that cannot reach the API server fails at once.
-	var restConfig *rest.Config
-	if cfg.fromFile == "" {
-		if cfg.kubeconfig != "" {
-			restConfig, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
-		} else {
-			restConfig, err = rest.InClusterConfig()
-		}
-		if err != nil {
-			return fmt.Errorf("reaching the API server (--kubeconfig, or in a Pod its service account; --from-file needs neither): %w", err)
-		}
-		restConfig.UserAgent = "memcached-agent/" + version
-		// client-go logs through klog: send it to the same log.
-		klog.SetSlogLogger(logger)
-	}
-
-	// The hand-offs: the copies status.handoffs asks for, reported into
-	// ConfigMap NAME-agent and Events (through the API server), or the
-	// --report-file.
-	self := getenv("POD_NAME")
-	if self == "" {
-		// In a Pod, the hostname is the Pod's name.
-		self, _ = os.Hostname()
-	}
-	var reporters report.Both
-	var kubeReporter *report.Kube
-	if restConfig != nil {
-		if kubeReporter, err = report.NewKube(restConfig, cfg.namespace, cfg.memcached, self); err != nil {
-			return err
-		}
-		reporters = append(reporters, kubeReporter)
-	}
-	if cfg.reportFile != "" {
-		reporters = append(reporters, report.NewFile(cfg.reportFile, logger))
-	}
-	if len(reporters) == 0 {
-		// --from-file without --report-file: the log says it all.
-		reporters = append(reporters, logReporter{logger})
-	}
-	handoffs := handoff.New(handoff.Options{Self: self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
-	defer handoffs.Stop()
-	var sink follow.Sink = &statusSink{pub: pub, handoffs: handoffs, kube: kubeReporter, name: cfg.memcached, namespace: cfg.namespace}
-	// Beside a proxy: its pool, written from every status.
-	var pw *pool.Writer
+	defer copier.Stop()
+	sink := sinks{pub, copier}
+	var pw *poolWriter
 	if cfg.poolFile != "" {
-		if fi, err := os.Stat(filepath.Dir(cfg.poolFile)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("--pool-file %s: its directory must exist (the volume the proxy reads)", cfg.poolFile)
-		}
-		pw = pool.New(cfg.poolFile, cfg.memcached, cfg.namespace, logger.With("component", "pool"), m, time.Now)
-		sink = sinks{sink, pw}
-	}
-
-	// No --listen: the hook runs the agent only for hand-offs, and it
-	// serves no endpoint at all.
-	var ln net.Listener
-	if cfg.listen != "" {
-		if ln, err = net.Listen("tcp", cfg.listen); err != nil {
+		if pw, err = newPoolWriter(cfg, logger, m); err != nil {
 			return err
 		}
+		sink = append(sink, pw)
+	}
+	// No --listen: the hook runs the agent only for hand-offs, or beside a
+	// proxy, and it serves no endpoint at all.
+	var ep *endpoint
+	if cfg.listen != "" {
+		if ep, err = listenEndpoint(cfg, pub, tlsConfig, logger, m); err != nil {
+			return err
+		}
+		defer ep.Close()
 	}
 	adminLn, err := net.Listen("tcp", cfg.adminListen)
 	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
 		return err
 	}
+	defer adminLn.Close()
+	admin := program.HTTPServer(adminHandler(pub, ep != nil, pw, cfg.Stop.Stopping, m), logger)
 
-	var shuttingDown atomic.Bool
-	endpoint := &protocol.Server{
-		List: func() *protocol.Answers {
-			if s := pub.Current(); s != nil {
-				return s.Answers
-			}
-			return nil
-		},
-		MaxConnections: cfg.maxConnections,
-		IdleTimeout:    cfg.idleTimeout,
-		TLS:            tlsConfig,
-		Logger:         logger,
-		Observer:       m,
+	// Room for each that may fail: the endpoint, the admin server, the
+	// watch.
+	failed := make(chan error, 3)
+	if ep != nil {
+		go func() { failed <- ep.Serve() }()
 	}
-	admin := &http.Server{
-		Handler:           adminHandler(pub, ln != nil, pw, &shuttingDown, m),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(handler, slog.LevelWarn),
-	}
+	go func() { failed <- admin.Serve(adminLn) }()
+	stopFollowing := following(cfg, restConfig, sink, pw, m, logger, failed)
+	defer stopFollowing()
 
-	serveErr := make(chan error, 2)
-	if ln != nil {
-		go func() { serveErr <- endpoint.Serve(ln) }()
-	}
-	go func() { serveErr <- admin.Serve(adminLn) }()
-
-	followCtx, stopFollowing := context.WithCancel(context.Background())
-	var following sync.WaitGroup
-	following.Add(1)
-	go func() {
-		defer following.Done()
-		if cfg.fromFile != "" {
-			follow.File(followCtx, cfg.fromFile, cfg.filePollInterval, sink, m.followError, logger)
-			return
-		}
-		if err := follow.Kube(followCtx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
-			serveErr <- fmt.Errorf("following the Memcached: %w", err)
-		}
-	}()
-	if pw != nil {
-		following.Add(1)
-		go func() { defer following.Done(); pw.Run(followCtx) }()
-	}
-	defer func() {
-		stopFollowing()
-		following.Wait()
-	}()
-
-	source := "watch"
-	if cfg.fromFile != "" {
-		source = "file " + cfg.fromFile
-	}
 	address := ""
-	if ln != nil {
-		address = ln.Addr().String()
+	if ep != nil {
+		address = ep.Addr()
 	}
 	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
-		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", self, "pool_file", cfg.poolFile)
+		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source(cfg), "tls", tlsConfig != nil, "client_certificates", cfg.TLS.ClientCA != "",
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", cfg.self, "pool_file", cfg.poolFile)
 
-	select {
-	case err := <-serveErr:
-		if ln != nil {
-			ln.Close()
-		}
-		adminLn.Close()
-		return err
-	case <-ctx.Done():
-	}
-
-	// From now on /readyz fails, so that the Service sends new clients to
+	// Once ctx ends /readyz fails, so that the Service sends new clients to
 	// another agent, while this one still answers. Copies stop at once,
 	// releasing their locks, so that the other agent takes them over
 	// without waiting for the locks to expire.
-	shuttingDown.Store(true)
-	handoffs.Stop()
-	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
-	select {
-	case <-time.After(cfg.shutdownDelay):
-	case err := <-serveErr:
-		return err
+	return cfg.Stop.Wait(ctx, logger, failed, copier.Stop, func(ctx context.Context) error {
+		var endpointErr error
+		if ep != nil {
+			endpointErr = ep.Shutdown(ctx)
+		}
+		return errors.Join(endpointErr, admin.Shutdown(ctx))
+	})
+}
+
+// apiServer is how to reach the API server: nil with --from-file, which
+// needs none.
+func apiServer(cfg *config, logger *slog.Logger) (*rest.Config, error) {
+	if cfg.fromFile != "" {
+		return nil, nil
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	var endpointErr error
-	if ln != nil {
-		endpointErr = endpoint.Shutdown(shutdownCtx)
+	var restConfig *rest.Config
+	var err error
+	if cfg.kubeconfig != "" {
+		restConfig, err = clientcmd.BuildConfigFromFlags("", cfg.kubeconfig)
+	} else {
+		restConfig, err = rest.InClusterConfig()
 	}
-	adminErr := admin.Shutdown(shutdownCtx)
-	if err := errors.Join(endpointErr, adminErr); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the API server (--kubeconfig, or in a Pod its service account; --from-file needs neither): %w", err)
 	}
-	logger.Info("stopped")
-	return nil
+	restConfig.UserAgent = "memcached-agent/" + version
+	// client-go logs through klog: send it to the same log.
+	klog.SetSlogLogger(logger)
+	return restConfig, nil
+}
+
+// source names where the Memcached comes from, for the log.
+func source(cfg *config) string {
+	if cfg.fromFile != "" {
+		return "file " + cfg.fromFile
+	}
+	return "watch"
+}
+
+// following follows the Memcached (its --from-file, or the API server's
+// watch) into sink, and with pw writes the pool, until the function it
+// returns is called; that function waits for both to end. A watch that
+// cannot go on sends why on failed.
+func following(cfg *config, restConfig *rest.Config, sink follow.Sink, pw *poolWriter, m *metrics, logger *slog.Logger, failed chan<- error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if cfg.fromFile != "" {
+			follow.File(ctx, cfg.fromFile, cfg.filePollInterval, cfg.memcached, cfg.namespace, sink, m.followError, logger)
+			return
+		}
+		if err := follow.Kube(ctx, restConfig, cfg.namespace, cfg.memcached, sink, m.followError, logger); err != nil {
+			failed <- fmt.Errorf("following the Memcached: %w", err)
+		}
+	})
+	if pw != nil {
+		wg.Go(func() { pw.Run(ctx) })
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // adminHandler serves /healthz (200 while the process runs), /readyz and
@@ -379,7 +263,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // serving, an endpoint, a list to serve; with pw, a pool in the file;
 // with neither, a good status to hand items on from) until shutdown
 // begins.
-func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shuttingDown *atomic.Bool, m *metrics) http.Handler {
+func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopping func() bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -394,7 +278,7 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shut
 			written = pw.Current()
 		}
 		switch {
-		case shuttingDown.Load():
+		case stopping():
 			text(w, http.StatusServiceUnavailable, "shutting down")
 		case serving && cur == nil:
 			text(w, http.StatusServiceUnavailable, "no server list yet")
@@ -418,14 +302,14 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *pool.Writer, shut
 			text(w, http.StatusOK, "ok: "+strings.Join(says, "; "))
 		}
 	})
-	mux.Handle("GET /metrics", m.handler())
+	mux.Handle("GET /metrics", m.registry.Handler())
 	return mux
 }
 
 // sinks hands what a follower sees to each of several sinks, in order.
 type sinks []follow.Sink
 
-func (s sinks) Offer(source string, m *metacontroller.Parent) {
+func (s sinks) Offer(source string, m *v1alpha1.Memcached) {
 	for _, k := range s {
 		k.Offer(source, m)
 	}
@@ -435,47 +319,4 @@ func (s sinks) Refuse(source string, err error) {
 	for _, k := range s {
 		k.Refuse(source, err)
 	}
-}
-
-// statusSink hands every Memcached the followers see to the list served
-// and, when it is the Memcached followed, its hand-offs to the copier.
-type statusSink struct {
-	pub       *serverlist.Publisher
-	handoffs  *handoff.Runner
-	kube      *report.Kube
-	name      string
-	namespace string
-}
-
-func (s *statusSink) Offer(source string, m *metacontroller.Parent) {
-	s.pub.Offer(source, m)
-	if m.Name != s.name || s.namespace != "" && m.Namespace != "" && m.Namespace != s.namespace {
-		// The publisher has said why.
-		return
-	}
-	if s.kube != nil {
-		s.kube.SetUID(m.UID)
-	}
-	s.handoffs.Update(m.Status.Handoffs, m.Status.SlotTable.Slots)
-}
-
-func (s *statusSink) Refuse(source string, err error) { s.pub.Refuse(source, err) }
-
-// logReporter reports hand-offs into the log alone.
-type logReporter struct{ logger *slog.Logger }
-
-func (l logReporter) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
-	l.logger.Info("hand-off progress", "pod", pod, "state", p.State, "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", p.Seconds, "message", p.Message)
-	return nil
-}
-
-func (l logReporter) Forget(context.Context, string) error { return nil }
-
-func (l logReporter) Event(_ context.Context, warning bool, reason, message string) error {
-	level := slog.LevelInfo
-	if warning {
-		level = slog.LevelWarn
-	}
-	l.logger.Log(context.Background(), level, "event", "reason", reason, "message", message)
-	return nil
 }

@@ -7,6 +7,19 @@ import (
 	"github.com/example/memcached-operator/cmd/internal/reload"
 )
 
+// endpointTLS is the endpoint's TLS configuration (nil without
+// --tls-cert-file): see newTLSConfig.
+func endpointTLS(cfg *config, logger *slog.Logger) (*tls.Config, error) {
+	if cfg.TLS.Cert == "" {
+		return nil, nil
+	}
+	minVersion := uint16(tls.VersionTLS12)
+	if cfg.tlsMinVersion == "1.3" {
+		minVersion = tls.VersionTLS13
+	}
+	return newTLSConfig(logger, cfg.TLS.Cert, cfg.TLS.Key, cfg.TLS.ClientCA, minVersion)
+}
+
 // newTLSConfig serves certFile and keyFile (memcached's own certificate,
 // from the Secret of spec.tls) and, with clientCAFile, requires a client
 // certificate signed by a CA in it: memcached with clientCertificates

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"os"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/example/memcached-operator/cmd/internal/program"
 )
 
 // TestREADMEListsEveryFlag checks the flags table of README.md against the
@@ -37,36 +39,21 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatalf("read only the flags %v from:\n%s", flags, usage.String())
 	}
 
-	b, err := os.ReadFile("README.md")
+	problems, err := program.FlagTableProblems("README.md", "| flag | default | meaning |", flags, func(cell, def string) string {
+		switch {
+		case def == "" || def == "false":
+			if cell != "none" && cell != "" {
+				return fmt.Sprintf("defaults to %s; it has none", cell)
+			}
+		case !strings.HasPrefix(strings.ToLower(cell), "`"+strings.ToLower(def)+"`"):
+			return fmt.Sprintf("defaults to %s; the hook's default is %s", cell, def)
+		}
+		return ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(b), "| flag | default | meaning |")
-	if !ok {
-		t.Fatal("README.md has no flags table")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
-	rowRE := regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\|([^|]*)\\|")
-	rows := map[string]string{}
-	for _, m := range rowRE.FindAllStringSubmatch(table, -1) {
-		rows[m[1]] = strings.TrimSpace(m[2])
-	}
-	for name, def := range flags {
-		cell, ok := rows[name]
-		switch {
-		case !ok:
-			t.Errorf("README.md has no row for --%s", name)
-		case def == "" || def == "false":
-			if cell != "none" && cell != "" {
-				t.Errorf("README.md: --%s defaults to %s; it has none", name, cell)
-			}
-		case !strings.HasPrefix(strings.ToLower(cell), "`"+strings.ToLower(def)+"`"):
-			t.Errorf("README.md: --%s defaults to %s; the hook's default is %s", name, cell, def)
-		}
-	}
-	for name := range rows {
-		if _, ok := flags[name]; !ok {
-			t.Errorf("README.md has a row for --%s, which the hook does not take", name)
-		}
+	for _, p := range problems {
+		t.Error(p)
 	}
 }

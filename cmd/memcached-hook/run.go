@@ -3,18 +3,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/sync/memcached"
 )
 
@@ -25,23 +21,14 @@ var (
 	commit  = "unknown"
 )
 
-// errVersion is --version: print the version instead of running.
-var errVersion = errors.New("version asked for")
-
 // config is everything the flags set.
 type config struct {
+	*program.Flags
 	listenAddress      string
 	maxRequestBytes    int64
 	maxConcurrentCalls int
 	maxQueuedCalls     int
 	queueTimeout       time.Duration
-	shutdownDelay      time.Duration
-	shutdownTimeout    time.Duration
-	logLevel           slog.Level
-	logFormat          string
-	tlsCertFile        string
-	tlsKeyFile         string
-	clientCAFile       string
 	authTokenFile      string
 	basicAuthUserFile  string
 	basicAuthPassFile  string
@@ -52,66 +39,27 @@ type config struct {
 // environment as MEMCACHED_HOOK_<FLAG> (upper case, dashes as underscores);
 // a flag on the command line wins.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	cfg := &config{}
-	if len(args) == 0 {
-		args = []string{"memcached-hook"}
-	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	printVersion := fs.Bool("version", false, "print the version and the commit it was built from, and exit")
+	fs := program.NewFlags("memcached-hook", args, "[flags]", "Serves Metacontroller's customize, sync and finalize hooks for Memcached objects.\n", stderr)
+	cfg := &config{Flags: fs}
 	fs.StringVar(&cfg.listenAddress, "listen-address", "127.0.0.1:8080", "`address` to serve the hooks, /healthz and /readyz on (host:port; port 0 picks a free one; :8080 for every interface, as in a Pod)")
 	fs.Int64Var(&cfg.maxRequestBytes, "max-request-bytes", 32<<20, "largest request body accepted, in `bytes`; larger ones get 413 (a 1,000-Pod sync request is 4 to 5 MB)")
 	fs.IntVar(&cfg.maxConcurrentCalls, "max-concurrent-calls", 8, "hook calls worked on at once; more wait for a slot (each holds its request, up to 5 MB for 1,000 Pods, and several times that decoded)")
 	fs.IntVar(&cfg.maxQueuedCalls, "max-queued-calls", 32, "hook calls that may wait for a slot at once; more get 429 at once")
 	fs.DurationVar(&cfg.queueTimeout, "queue-timeout", 2*time.Second, "how long a call over --max-concurrent-calls waits for a slot before it gets 429 with Retry-After, which Metacontroller takes as \"requeue\"")
-	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 20*time.Second, "after the delay, how long in-flight calls get to finish")
-	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug, info, warn or error")
-	fs.StringVar(&cfg.logFormat, "log-format", "json", "log `format`: json or text")
-	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "serve HTTPS (TLS 1.2 or later) with the PEM certificate (chain) in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file, in this `file`; reloaded when it changes")
-	fs.StringVar(&cfg.clientCAFile, "client-ca-file", "", "require hook calls to present a client certificate signed by a CA in this PEM `file` (needs --tls-cert-file; health checks and metrics stay open); reloaded when it changes")
+	fs.StopFlags(5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that Service endpoints drop the Pod before it stops accepting calls",
+		20*time.Second, "after the delay, how long in-flight calls get to finish")
+	fs.TLSFlags("serve HTTPS (TLS 1.2 or later) with the PEM certificate (chain) in this `file`; reloaded when it changes",
+		"require hook calls to present a client certificate signed by a CA in this PEM `file` (needs --tls-cert-file; health checks and metrics stay open); reloaded when it changes")
 	fs.StringVar(&cfg.authTokenFile, "auth-token-file", "", "require hook calls to send \"Authorization: Bearer <token>\" with the token in this `file` (white space trimmed); reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthUserFile, "basic-auth-username-file", "", "require hook calls to use Basic authentication with the username in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.basicAuthPassFile, "basic-auth-password-file", "", "the Basic authentication password, in this `file`; reloaded when it changes")
 	fs.StringVar(&cfg.agentImage, "agent-image", "", "`image` of memcached-agent, which Memcacheds with spec.discovery, spec.proxy or spec.rollout.keepWarm run: the hook's own image, which holds both (the manifests set it)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\nServes Metacontroller's customize, sync and finalize hooks for Memcached objects.\nEvery flag may also be set as MEMCACHED_HOOK_<NAME> in the environment.\n\nFlags:\n", fs.Name())
-		fs.PrintDefaults()
-	}
 
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args, getenv); err != nil {
 		return nil, err
-	}
-	if *printVersion {
-		return nil, errVersion
-	}
-	// The environment fills in what the command line left unset.
-	onCommandLine := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "MEMCACHED_HOOK_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil && !onCommandLine[f.Name] {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return nil, envErr
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if cfg.maxRequestBytes <= 0 {
 		return nil, fmt.Errorf("--max-request-bytes must be positive, got %d", cfg.maxRequestBytes)
-	}
-	if cfg.shutdownDelay < 0 || cfg.shutdownTimeout < 0 {
-		return nil, fmt.Errorf("--shutdown-delay and --shutdown-timeout must not be negative")
-	}
-	if cfg.logFormat != "json" && cfg.logFormat != "text" {
-		return nil, fmt.Errorf("--log-format must be json or text, got %q", cfg.logFormat)
 	}
 	if cfg.maxConcurrentCalls <= 0 {
 		return nil, fmt.Errorf("--max-concurrent-calls must be positive, got %d", cfg.maxConcurrentCalls)
@@ -121,12 +69,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	}
 	if cfg.queueTimeout < 0 {
 		return nil, fmt.Errorf("--queue-timeout must not be negative")
-	}
-	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
-		return nil, fmt.Errorf("--tls-cert-file and --tls-key-file go together")
-	}
-	if cfg.clientCAFile != "" && cfg.tlsCertFile == "" {
-		return nil, fmt.Errorf("--client-ca-file needs --tls-cert-file and --tls-key-file: client certificates come with TLS")
 	}
 	if (cfg.basicAuthUserFile == "") != (cfg.basicAuthPassFile == "") {
 		return nil, fmt.Errorf("--basic-auth-username-file and --basic-auth-password-file go together")
@@ -142,38 +84,24 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 // run is the whole program: it parses the flags, listens, serves until ctx
 // ends, then shuts down gracefully. It returns nil after a clean shutdown.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseFlags(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if errors.Is(err, errVersion) {
-		fmt.Fprintf(stdout, "memcached-hook %s (commit %s, %s)\n", version, commit, runtime.Version())
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+	return program.Start(ctx, program.Build{Name: "memcached-hook", Version: version, Commit: commit}, args, getenv, stdout, stderr, parseFlags, serve)
+}
 
-	opts := &slog.HandlerOptions{Level: cfg.logLevel}
-	var handler slog.Handler = slog.NewJSONHandler(stdout, opts)
-	if cfg.logFormat == "text" {
-		handler = slog.NewTextHandler(stdout, opts)
-	}
-	logger := slog.New(handler)
-
+// serve listens, serves until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	m := newMetrics()
 	auth, err := newAuthenticator(authConfig{
 		tokenFile:        cfg.authTokenFile,
 		basicUserFile:    cfg.basicAuthUserFile,
 		basicPassFile:    cfg.basicAuthPassFile,
-		clientCertNeeded: cfg.clientCAFile != "",
+		clientCertNeeded: cfg.TLS.ClientCA != "",
 	}, logger, m)
 	if err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config
-	if cfg.tlsCertFile != "" {
-		if tlsConfig, err = newTLSConfig(logger, cfg.tlsCertFile, cfg.tlsKeyFile, cfg.clientCAFile); err != nil {
+	if cfg.TLS.Cert != "" {
+		if tlsConfig, err = newTLSConfig(logger, cfg.TLS.Cert, cfg.TLS.Key, cfg.TLS.ClientCA); err != nil {
 			return err
 		}
 	}
@@ -182,36 +110,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	var shuttingDown atomic.Bool
-	srv := &http.Server{
-		Handler: newServer(logger, serverOptions{
-			maxRequestBytes:    cfg.maxRequestBytes,
-			now:                time.Now,
-			ready:              func() bool { return !shuttingDown.Load() },
-			maxConcurrentCalls: cfg.maxConcurrentCalls,
-			maxQueuedCalls:     cfg.maxQueuedCalls,
-			queueTimeout:       cfg.queueTimeout,
-			metrics:            m,
-			auth:               auth,
-			logic:              memcached.Options{AgentImage: cfg.agentImage},
-		}),
-		// Every limit is far above what a 1,000-Pod sync needs (4 to 5 MB,
-		// answered in tens of milliseconds) and above Metacontroller's
-		// 10 s call timeout, so only a stuck or hostile client meets it.
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		// Longer than Go's HTTP client keeps an idle connection (90 s), so
-		// that the client, not the hook, closes it: a server closing an
-		// idle connection races with a call being sent on it.
-		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: 64 << 10,
-		TLSConfig:      tlsConfig,
-		// HTTP/1.1 only: Metacontroller's client uses it, and shutdown
-		// relies on "Connection: close" to move callers off this Pod.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     slog.NewLogLogger(handler, slog.LevelWarn),
-	}
+	srv := program.HTTPServer(newServer(logger, serverOptions{
+		maxRequestBytes:    cfg.maxRequestBytes,
+		now:                time.Now,
+		ready:              func() bool { return !cfg.Stop.Stopping() },
+		maxConcurrentCalls: cfg.maxConcurrentCalls,
+		maxQueuedCalls:     cfg.maxQueuedCalls,
+		queueTimeout:       cfg.queueTimeout,
+		metrics:            m,
+		auth:               auth,
+		logic:              memcached.Options{AgentImage: cfg.agentImage},
+	}), logger)
+	srv.MaxHeaderBytes = 64 << 10
+	srv.TLSConfig = tlsConfig
+	// HTTP/1.1 only: Metacontroller's client uses it, and shutdown relies
+	// on "Connection: close" to move callers off this Pod.
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 
 	serveErr := make(chan error, 1)
 	go func() {
@@ -221,32 +135,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		serveErr <- srv.Serve(ln)
 	}()
-	logger.Info("listening", "address", ln.Addr().String(), "version", version, "commit", commit, "tls", tlsConfig != nil, "client_certificates", cfg.clientCAFile != "",
+	logger.Info("listening", "address", ln.Addr().String(), "version", version, "commit", commit, "tls", tlsConfig != nil, "client_certificates", cfg.TLS.ClientCA != "",
 		"auth", authMode(cfg), "max_request_bytes", cfg.maxRequestBytes, "max_concurrent_calls", cfg.maxConcurrentCalls)
 
-	select {
-	case err := <-serveErr:
-		return err
-	case <-ctx.Done():
-	}
-
-	// From now on /readyz fails and every answer closes its connection
-	// (see closeWhenNotReady), sending callers that reuse a connection back
-	// through the Service, to a Pod that is not going away.
-	shuttingDown.Store(true)
-	logger.Info("shutting down: /readyz fails from now on", "delay", cfg.shutdownDelay.String())
-	select {
-	case <-time.After(cfg.shutdownDelay):
-	case err := <-serveErr:
-		return err
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	logger.Info("stopped")
-	return nil
+	// Once ctx ends /readyz fails and every answer closes its connection
+	// (see closeWhenNotReady), sending callers that reuse a connection
+	// back through the Service, to a Pod that is not going away.
+	return cfg.Stop.Wait(ctx, logger, serveErr, nil, srv.Shutdown)
 }
 
 // authMode names the credentials hook calls need, for the log.

@@ -94,7 +94,7 @@ func routes(r chi.Router, logger *slog.Logger, opts serverOptions) {
 	hook("customize").Post("/customize", handle(opts, metacontroller.DecodeCustomizeRequest, customize))
 	hook("sync").Post("/sync", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Sync, opts)))
 	hook("finalize").Post("/finalize", handle(opts, metacontroller.DecodeSyncRequest, syncWith(memcached.Finalize, opts)))
-	r.Method(http.MethodGet, "/metrics", opts.metrics.handler())
+	r.Method(http.MethodGet, "/metrics", opts.metrics.registry.Handler())
 	r.Get("/healthz", handleHealthz())
 	r.Head("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(opts.ready))

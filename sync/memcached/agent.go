@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
@@ -47,7 +48,7 @@ const (
 const agentAppName = "memcached-agent"
 
 // agentName names the agent's children.
-func agentName(name string) string { return name + "-agent" }
+func agentName(name string) string { return contract.AgentName(name) }
 
 // AgentSelectorLabels select a Memcached's agent Pods.
 func AgentSelectorLabels(name string) map[string]string {

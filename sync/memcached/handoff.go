@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
@@ -16,15 +17,6 @@ import (
 // handed its items on to the Pod that takes its slot (spec.rollout.keepWarm).
 // The agent runs in its Deployment, reports its copies in the ConfigMap
 // NAME-agent, and the status carries them as hand-offs.
-
-// DoneKey is the item the agent sets on a leaving memcached once it has
-// handed every item on (or found nothing to hand on): the leaving Pod's
-// preStop waits for it, asking its own memcached, with nothing but the
-// image's shell tools. The agent never copies keys under this prefix.
-const (
-	ReservedKeyPrefix = "__memcached-operator/"
-	DoneKey           = ReservedKeyPrefix + "handoff/done"
-)
 
 // Hand-off timing. The copy rate is measured (BENCHMARKS.md): the agent
 // copies at 100 MiB/s and more on loopback; the default allows half of the
@@ -107,11 +99,11 @@ func (handoff) besideAgent(d *desire) []any {
 
 // preStop keeps a leaving memcached serving for preStopSleepSeconds (so
 // endpoints drop the Pod first; memcached exits at once on SIGTERM), then
-// until its own memcached holds DoneKey or HandoffSeconds pass
+// until its own memcached holds contract.DoneKey or HandoffSeconds pass
 // (scripts/prestop.sh).
 func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 	script := render(preStopScript, map[string]any{
-		"Sleep": preStopSleepSeconds, "Seconds": HandoffSeconds(s), "Key": DoneKey, "Port": localPort(s),
+		"Sleep": preStopSleepSeconds, "Seconds": HandoffSeconds(s), "Key": contract.DoneKey, "Port": localPort(s),
 	})
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
@@ -128,11 +120,11 @@ func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32
 	if !keepWarm(spec) {
 		return nil
 	}
-	return slots.Handoffs(p.Status.SlotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
+	return slots.Handoffs(obs.slotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
 }
 
 // readReports reads the agent's reports: the data of its ConfigMap, one
-// JSON object per hand-off, keyed by slots.ReportKey. One that does not
+// JSON object a hand-off, keyed by contract.ReportKey. One that does not
 // decode is left out: the hook only carries them into the status.
 func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
 	out := map[string]v1alpha1.HandoffProgress{}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // The memcached Pods: their Deployment, the headless Service clients find
@@ -19,7 +20,7 @@ import (
 // Ports and timings of the memcached Pods.
 const (
 	// Port is memcached's, on the Pods and the Service.
-	Port = 11211
+	Port = contract.Port
 	// memcachedUID is the memcache user of the official memcached images
 	// (Debian and Alpine alike); runAsNonRoot needs it numeric.
 	memcachedUID = 11211

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/testutil"
@@ -219,7 +220,7 @@ func TestPreStopScript(t *testing.T) {
 				addr = dataplane.StartMemcached(t, tc.ip).Addr()
 			}
 			if tc.done {
-				set(t, addr, memcached.DoneKey)
+				set(t, addr, contract.DoneKey)
 			}
 			start := time.Now()
 			_, stderr, code := exitCode(t, shell(t, context.Background(), scratchDir(t), withLoopback(t, script, addr), nil))

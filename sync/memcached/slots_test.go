@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -286,8 +287,8 @@ func TestKeepWarmPodTemplate(t *testing.T) {
 			switch {
 			case tt.wantWait == "" && (pre.Sleep == nil || pre.Sleep.Seconds != 10):
 				t.Errorf("preStop %+v, want a 10 s sleep", pre)
-			case tt.wantWait != "" && (pre.Exec == nil || !strings.Contains(pre.Exec.Command[2], tt.wantWait) || !strings.Contains(pre.Exec.Command[2], memcached.DoneKey)):
-				t.Errorf("preStop %+v, want a wait for %s with %q", pre, memcached.DoneKey, tt.wantWait)
+			case tt.wantWait != "" && (pre.Exec == nil || !strings.Contains(pre.Exec.Command[2], tt.wantWait) || !strings.Contains(pre.Exec.Command[2], contract.DoneKey)):
+				t.Errorf("preStop %+v, want a wait for %s with %q", pre, contract.DoneKey, tt.wantWait)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
@@ -29,7 +30,9 @@ type observed struct {
 	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
 	managed    map[string]bool                     // the child kinds the CompositeController manages
 	names      map[string]bool                     // the observed children, as kind key + "/" + name
-	reports    map[string]v1alpha1.HandoffProgress // the agent's, by slots.ReportKey
+	reports    map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
+	// slotTable is the status's, as its readers take it (contract.Ordered).
+	slotTable  v1alpha1.SlotTable
 	finalizing bool
 }
 
@@ -43,7 +46,8 @@ type deploymentState struct {
 }
 
 func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
-	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing}
+	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing,
+		slotTable: contract.Ordered(req.Parent.Status.SlotTable)}
 	for kind, objs := range req.Children {
 		obs.managed[kind] = true
 		obs.childCount += len(objs)
@@ -164,8 +168,8 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	}
 
 	pods := slotPods(obs)
-	assigned := slots.Assign(p.Status.SlotTable, size, pods, now)
-	st.SlotTable = slotTable(p, assigned, now)
+	assigned := slots.Assign(obs.slotTable, size, pods, now)
+	st.SlotTable = slotTable(obs.slotTable, assigned, now)
 	st.Handoffs = handoffs(p, spec, size, assigned, pods, obs)
 	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
 	st.ProxyEndpoint = proxyEndpoint(p, spec, obs)
@@ -460,10 +464,10 @@ func leavingSince(pod metacontroller.Pod) time.Time {
 	return t
 }
 
-// slotTable assigns the Pods their slots (package slots), starting from the
-// table the status held, and versions the result.
-func slotTable(p *metacontroller.Parent, a slots.Assignment, now time.Time) v1alpha1.SlotTable {
-	return v1alpha1.SlotTable{Version: slots.Version(p.Status.SlotTable, a.Slots, now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
+// slotTable is the table Assign made (package slots), versioned against
+// the one the status held (prev).
+func slotTable(prev v1alpha1.SlotTable, a slots.Assignment, now time.Time) v1alpha1.SlotTable {
+	return v1alpha1.SlotTable{Version: slots.Version(prev, a.Slots, now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
 }
 
 // hasChild tells whether a child of kind (its key) and name was observed.

@@ -16,21 +16,19 @@ import (
 )
 
 // PodKey is the related map's key for Pods. Metacontroller keys the children
-// and related maps "<Kind>.<apiVersion>" (see Key).
+// and related maps "<Kind>.<apiVersion>": "Deployment.apps/v1".
 const PodKey = "Pod.v1"
-
-// Key is the children or related map key of a kind: "Deployment.apps/v1".
-func Key(kind, apiVersion string) string { return kind + "." + apiVersion }
 
 // SyncRequest is the body of a sync or finalize call: what Metacontroller
 // observed. Only the fields the hook reads are decoded; the controller
 // object and the bulk of every Pod are skipped.
 type SyncRequest struct {
 	Parent *Parent
-	// Children maps a kind's Key to the observed children of that kind,
-	// keyed "name" (hook v1) or "namespace/name" (hook v2). It has an
-	// entry, maybe empty, for every child resource the CompositeController
-	// manages: that is how the hook knows which kinds it may answer.
+	// Children maps a kind's key ("Deployment.apps/v1") to the observed
+	// children of that kind, keyed "name" (hook v1) or "namespace/name"
+	// (hook v2). It has an entry, maybe empty, for every child resource
+	// the CompositeController manages: that is how the hook knows which
+	// kinds it may answer.
 	Children map[string]map[string]Child
 	// Pods are the related Pods the customize hook asked for, keyed like
 	// Children: they belong to a ReplicaSet, so they never arrive as

@@ -2,16 +2,16 @@ package slots
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // Handoffs says, for spec.rollout.keepWarm, where each leaving Pod's items
 // go, given the table before this sync (prev), what Assign made of it (a),
 // the size, the hand-offs the status held (prevHandoffs), the Pods, and the
-// progress the agent reports by ReportKey (reports; the agent writes them,
+// progress the agent reports by contract.ReportKey (reports; the agent writes them,
 // the hook only carries them into the status).
 //
 // A Pod that is terminating:
@@ -83,7 +83,7 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 			}
 			// A Moved copy that ended, done or failed, is over: the Pod
 			// stays, and what was not handed on ages out where it is.
-			if st := reports[ReportKey(prev)].State; st == HandoffDone || st == HandoffFailed {
+			if st := reports[contract.ReportKey(prev)].State; st == v1alpha1.HandoffDone || st == v1alpha1.HandoffFailed {
 				continue
 			}
 			h = prev
@@ -99,7 +99,7 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 			}
 		}
 		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
-		if r, ok := reports[ReportKey(h)]; ok && h.Reason != v1alpha1.HandoffWaiting {
+		if r, ok := reports[contract.ReportKey(h)]; ok && h.Reason != v1alpha1.HandoffWaiting {
 			h.Progress = &r
 		}
 		out = append(out, h)
@@ -107,25 +107,6 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
 }
-
-// ReportKey is where the agent reports a hand-off's progress (a data key
-// of ConfigMap NAME-agent) and where Handoffs reads it: the Pod's name,
-// and for a Moved hand-off "_" and its slot ('_' is in no Pod name). A
-// Pod may move more than once in its life; a report left from an earlier
-// move, Done or Failed, must not end a later one before it started.
-func ReportKey(h v1alpha1.Handoff) string {
-	if h.Reason == v1alpha1.HandoffMoved && h.Slot != nil {
-		return h.Pod + "_" + strconv.Itoa(int(*h.Slot))
-	}
-	return h.Pod
-}
-
-// The states the agent reports a copy in.
-const (
-	HandoffCopying = "Copying"
-	HandoffDone    = "Done"
-	HandoffFailed  = "Failed"
-)
 
 // slotsByPod maps each Pod of a table to its slot.
 func slotsByPod(table []v1alpha1.Slot) map[string]int {

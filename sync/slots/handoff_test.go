@@ -21,7 +21,7 @@ func handoffs(hs []v1alpha1.Handoff) string {
 			s += fmt.Sprintf("@%d", *h.Slot)
 		}
 		if h.Progress != nil {
-			s += "[" + h.Progress.State + "]"
+			s += "[" + string(h.Progress.State) + "]"
 		}
 		parts = append(parts, s)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -362,21 +363,11 @@ func (w *world) deployment() {
 			victims = cur
 		}
 		w.rng.Shuffle(len(victims), func(i, j int) { victims[i], victims[j] = victims[j], victims[i] })
-		slices.SortStableFunc(victims, func(a, b *modelPod) int {
-			return compareBools(a.now().ready, b.now().ready)
-		})
+		if i := slices.IndexFunc(victims, func(p *modelPod) bool { return !p.now().ready }); i >= 0 {
+			victims[0] = victims[i]
+		}
 		w.delete(victims[0])
 	}
-}
-
-func compareBools(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case !a:
-		return -1
-	}
-	return 1
 }
 
 func (w *world) anyUnready(pods []*modelPod) bool {
@@ -414,7 +405,7 @@ func (w *world) delete(p *modelPod) {
 func (w *world) agentReports() {
 	for key, due := range w.reportDue {
 		if !due.After(w.now) {
-			w.reports[key] = v1alpha1.HandoffProgress{State: slots.HandoffDone}
+			w.reports[key] = v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone}
 			delete(w.reportDue, key)
 		}
 	}
@@ -517,7 +508,7 @@ func (w *world) check(copy object, st status) {
 		}
 	}
 	for _, h := range st.handoffs {
-		if key := slots.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting {
+		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting {
 			if _, due := w.reportDue[key]; !due && w.reports[key].State == "" {
 				w.reportDue[key] = w.now.Add(time.Duration(500+w.rng.IntN(3000)) * time.Millisecond)
 			}

@@ -30,12 +30,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // MaxSlots bounds the table: no slot number reaches it. It is the largest
 // spec.size, so that a status edited by hand (slot 1000000) cannot make the
-// hook write a table of a million entries.
-const MaxSlots = 1000
+// hook write a table of a million entries; and the proxy takes no more
+// (contract.MaxSlots, where the bound is kept).
+const MaxSlots = contract.MaxSlots
 
 // Settle is how long after the second an event is stamped with the hook
 // waits before it acts on it (see Assign): the API server and the kubelet
@@ -226,12 +228,14 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 	// without EventsUntil, the Ready Pods without one, in the order they
 	// turned Ready.
 	var waiting []string
+	waits := map[string]bool{}
 	if prev.EventsUntil != nil {
 		for _, name := range prev.Waiting {
 			_, slotted := slotOf[name]
 			p, exists := byName[name]
-			if exists && !slotted && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) && !slices.Contains(waiting, name) {
+			if exists && !slotted && !waits[name] && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) {
 				waiting = append(waiting, name)
+				waits[name] = true
 			}
 		}
 	} else {
@@ -244,6 +248,7 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 		slices.SortFunc(ready, compareEvents)
 		for _, e := range ready {
 			waiting = append(waiting, e.pod)
+			waits[e.pod] = true
 		}
 	}
 
@@ -287,9 +292,8 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 	}
 	for _, p := range pods {
 		_, slotted := slotOf[p.Name]
-		waits := slices.Contains(waiting, p.Name)
 		switch {
-		case slotted || waits || !canTake(p):
+		case slotted || waits[p.Name] || !canTake(p):
 		case !before(p.ReadySince):
 			add(event{at: p.ReadySince, pod: p.Name})
 		case !p.Leaving:

@@ -38,6 +38,17 @@ type Cluster struct {
 	// children are the last Sync's answered children.
 	children []any
 	now      time.Time
+	// times are what the API server records of each Pod's changes, as
+	// the Syncs that saw them happen: the slot table orders its decisions
+	// by them.
+	times map[string]*podTimes
+}
+
+// podTimes are a Pod's timestamps: when it was made, when its Ready
+// condition last changed (and to what), when its deletion was asked.
+type podTimes struct {
+	created, readySince, leavingSince time.Time
+	ready                             bool
 }
 
 // Status is the status the last Sync answered.
@@ -48,22 +59,55 @@ func (c *Cluster) Status() v1alpha1.MemcachedStatus { return c.status }
 func (c *Cluster) SetStatus(s v1alpha1.MemcachedStatus) { c.status = s }
 
 // Sync answers a sync for the Cluster as it is now, a second later than
-// the last, and keeps the status.
+// the last, and keeps the status. When the hook asks to be called again
+// (resyncAfterSeconds: the slot table waits for the Pods' events to
+// settle), Sync does so then, as Metacontroller would, so that the status
+// it returns has taken in every change made before the call.
 func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 	t.Helper()
 	if c.now.IsZero() {
 		c.now = time.Now().Truncate(time.Second)
 	}
 	c.now = c.now.Add(time.Second)
+	for range 5 {
+		resync := c.syncOnce(t)
+		if resync == 0 {
+			break
+		}
+		c.now = c.now.Add(resync)
+	}
+	return c.status
+}
+
+// syncOnce answers one sync at c.now and says when the hook asked to be
+// called again (0: not).
+func (c *Cluster) syncOnce(t testing.TB) time.Duration {
+	t.Helper()
+	if c.times == nil {
+		c.times = map[string]*podTimes{}
+	}
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	pods := map[string]any{}
 	for _, p := range c.Pods {
+		at := c.times[p.Name]
+		if at == nil {
+			at = &podTimes{created: c.now, readySince: c.now}
+			c.times[p.Name] = at
+		}
+		if p.Ready != at.ready {
+			at.ready, at.readySince = p.Ready, c.now
+		}
+		if p.Leaving && at.leavingSince.IsZero() {
+			at.leavingSince = c.now
+		}
 		meta := map[string]any{
-			"name":      p.Name,
-			"namespace": c.Namespace,
-			"labels":    memcached.SelectorLabels(c.Name),
+			"name":              p.Name,
+			"namespace":         c.Namespace,
+			"labels":            memcached.SelectorLabels(c.Name),
+			"creationTimestamp": stamp(at.created),
 		}
 		if p.Leaving {
-			meta["deletionTimestamp"] = c.now.UTC().Format(time.RFC3339)
+			meta["deletionTimestamp"] = stamp(at.leavingSince)
 		}
 		ready := "False"
 		if p.Ready {
@@ -74,7 +118,7 @@ func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 			"status": map[string]any{
 				"phase":      "Running",
 				"podIP":      p.IP,
-				"conditions": []any{map[string]any{"type": "Ready", "status": ready}},
+				"conditions": []any{map[string]any{"type": "Ready", "status": ready, "lastTransitionTime": stamp(at.readySince)}},
 			},
 		}
 	}
@@ -103,7 +147,7 @@ func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 	}
 	c.status = *a.Response.Status
 	c.children = a.Response.Children
-	return c.status
+	return time.Duration(a.Response.ResyncAfterSeconds * float64(time.Second))
 }
 
 // object is the Memcached as the API server would hold it.
@@ -159,6 +203,7 @@ func (c *Cluster) Set(t testing.TB, name string, change func(p *Pod)) {
 
 // Remove deletes the named Pod, as once it is gone.
 func (c *Cluster) Remove(name string) {
+	delete(c.times, name)
 	for i := range c.Pods {
 		if c.Pods[i].Name == name {
 			c.Pods = append(c.Pods[:i], c.Pods[i+1:]...)

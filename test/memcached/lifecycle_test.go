@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/pod"
 )
@@ -160,7 +161,7 @@ func TestTermination(t *testing.T) {
 				if got, _ := c.mustGet(t, "item"); got != "kept" {
 					t.Errorf("while the preStop waits for the hand-off: item = %q, want it served", got)
 				}
-				c.set(t, memcached.DoneKey, "1")
+				c.set(t, contract.DoneKey, "1")
 			}
 			term := <-ended
 			t.Logf("%s", term)

@@ -619,10 +619,22 @@ const (
 	HandoffNoSlot   HandoffReason = "NoSlot"
 )
 
+// HandoffState is where a copy is: the agent writes it, the hook carries
+// it into the status as it is. It has no enum in the CRD: a state a newer
+// agent reports must not make the API server refuse the whole status.
+type HandoffState string
+
+// The states the agent reports a copy in.
+const (
+	HandoffCopying HandoffState = "Copying"
+	HandoffDone    HandoffState = "Done"
+	HandoffFailed  HandoffState = "Failed"
+)
+
 // HandoffProgress is how far a copy got.
 type HandoffProgress struct {
 	// State is Copying, Done or Failed.
-	State string `json:"state"`
+	State HandoffState `json:"state"`
 	// Items and Bytes handed on so far; Skipped, items the receiving Pod
 	// already held (its value is newer, so the copy left it).
 	// +optional

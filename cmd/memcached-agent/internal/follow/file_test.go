@@ -1,4 +1,4 @@
-package follow
+package follow_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -61,13 +62,13 @@ func TestFileFollowsRewrites(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "memcached.json")
 	testutil.WriteFileAtomic(t, path, []byte(object(100, "a=10.0.0.1", "b=10.0.0.2", "c=10.0.0.3")))
-	pub := serverlist.New("cache", "", slog.New(slog.DiscardHandler), nil, time.Now)
+	pub := serverlist.New(slog.New(slog.DiscardHandler), nil, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	errs := &errCount{}
 	go func() {
 		defer close(done)
-		File(ctx, path, 50*time.Millisecond, pub, errs.count, slog.New(slog.DiscardHandler))
+		follow.File(ctx, path, 50*time.Millisecond, "cache", "", pub, errs.count, slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
@@ -112,13 +113,13 @@ func TestFileKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "memcached.yaml")
 	var logs lockedLog
-	pub := serverlist.New("cache", "", slog.New(slog.NewTextHandler(&logs, nil)), nil, time.Now)
+	pub := serverlist.New(slog.New(slog.NewTextHandler(&logs, nil)), nil, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	errs := &errCount{}
 	go func() {
 		defer close(done)
-		File(ctx, path, 20*time.Millisecond, pub, errs.count, slog.New(slog.DiscardHandler))
+		follow.File(ctx, path, 20*time.Millisecond, "cache", "", pub, errs.count, slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
@@ -218,7 +219,7 @@ func TestDecode(t *testing.T) {
 		{"JSON after white space", "\n\t " + object(1, "a=10.0.0.1"), nil},
 		{"YAML", toYAML(t, object(1, "a=10.0.0.1")), nil},
 	} {
-		m, err := Decode([]byte(tt.in))
+		m, err := follow.Decode([]byte(tt.in))
 		if !errors.Is(err, tt.wantErr) || (err == nil && (m.Name != "cache" || m.Status.SlotTable.Version != 1)) {
 			t.Errorf("%s: Decode = %+v, %v", tt.name, m, err)
 		}

@@ -1,10 +1,11 @@
-package follow
+package follow_test
 
 import (
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
@@ -20,14 +21,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(toYAML(f, object(6, "a=10.0.0.1"))))
 	f.Add([]byte(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"cache"},"status":{"slotTable":{"version":-1}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Decode(b)
+		m, err := follow.Decode(b)
 		if err != nil {
 			return
 		}
 		if m.APIVersion != v1alpha1.APIVersion || m.Kind != v1alpha1.Kind {
 			t.Fatalf("decoded %s %s", m.APIVersion, m.Kind)
 		}
-		pub := serverlist.New("cache", "shop", slog.New(slog.DiscardHandler), nil, time.Now)
+		pub := serverlist.New(slog.New(slog.DiscardHandler), nil, time.Now)
 		pub.Offer("file", m)
 		if cur := pub.Current(); cur != nil && (len(cur.Nodes) == 0 || cur.Version <= 0) {
 			t.Fatalf("published %+v", cur)

@@ -31,8 +31,8 @@ var memcacheds = schema.GroupVersionResource{Group: v1alpha1.Group, Version: "v1
 // server restarts; it retries with backoff while the API server is down.
 // Every failure is counted; the last good list stays served meanwhile.
 //
-// Each object is read as JSON through metacontroller.DecodeMemcached, so
-// the agent and the hook read a Memcached by the same rules.
+// Each object is read as JSON through Decode, so the agent and the hook
+// read a Memcached by the same rules, and checked as File checks it.
 func Kube(ctx context.Context, cfg *rest.Config, namespace, name string, sink Sink, errs Errors, logger *slog.Logger) error {
 	const source = "watch"
 	client, err := dynamic.NewForConfig(cfg)
@@ -71,6 +71,9 @@ func Kube(ctx context.Context, cfg *rest.Config, namespace, name string, sink Si
 			return
 		}
 		m, err := Decode(b)
+		if err == nil {
+			err = check(m, name, namespace)
+		}
 		if err != nil {
 			sink.Refuse(source, err)
 			return

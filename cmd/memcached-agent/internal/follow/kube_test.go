@@ -1,4 +1,4 @@
-package follow
+package follow_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/test/kube"
 	"github.com/example/memcached-operator/test/testutil"
@@ -54,11 +55,13 @@ func TestKubeFollowsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusals := &refusalCount{}
-	pub := serverlist.New("cache", "follow", slog.New(slog.DiscardHandler), refusals, time.Now)
+	pub := serverlist.New(slog.New(slog.DiscardHandler), refusals, time.Now)
 	errs := &errCount{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Kube(ctx, cfg, "follow", "cache", pub, errs.count, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- follow.Kube(ctx, cfg, "follow", "cache", pub, errs.count, slog.New(slog.DiscardHandler))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // dumpKey is a key as lru_crawler mgdump lists it: as memcached's text
@@ -124,8 +124,8 @@ func parseDumpLine(l []byte) (dumpKey, error) {
 // markers): never copied.
 func (k dumpKey) reserved() bool {
 	if !k.binary {
-		return strings.HasPrefix(k.key, memcached.ReservedKeyPrefix)
+		return strings.HasPrefix(k.key, contract.ReservedKeyPrefix)
 	}
 	raw, err := base64.StdEncoding.DecodeString(k.key)
-	return err == nil && strings.HasPrefix(string(raw), memcached.ReservedKeyPrefix)
+	return err == nil && strings.HasPrefix(string(raw), contract.ReservedKeyPrefix)
 }

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -37,7 +37,7 @@ import (
 // of ConfigMap NAME-agent (or a file), where the hook reads it.
 type Reporter interface {
 	// Report is a copy's progress, under its report key
-	// (slots.ReportKey: the source Pod's name, and a Moved one's slot).
+	// (contract.ReportKey: the source Pod's name, and a Moved one's slot).
 	Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error
 	// Forget removes a report whose hand-off left the status.
 	Forget(ctx context.Context, key string) error
@@ -101,7 +101,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.Port == 0 {
-		o.Port = memcached.Port
+		o.Port = contract.Port
 	}
 	if o.Dial == nil {
 		o.Dial = (&net.Dialer{KeepAlive: 15 * time.Second}).DialContext
@@ -149,7 +149,7 @@ type Runner struct {
 	// next is a hand-off to start once the Pod's job ends (its entry
 	// changed: one copy of a source at a time).
 	next map[string]v1alpha1.Handoff
-	// reported are, by Pod, the report keys (slots.ReportKey) this
+	// reported are, by Pod, the report keys (contract.ReportKey) this
 	// process reported under.
 	reported map[string][]string
 	stopped  bool
@@ -315,7 +315,7 @@ func (r *Runner) Stop() {
 // through or ctx ends (the entry changed, the agent stops): a Moved
 // hand-off leaves the status only once the hook reads it.
 func (r *Runner) report(ctx context.Context, h v1alpha1.Handoff, p v1alpha1.HandoffProgress) {
-	key := slots.ReportKey(h)
+	key := contract.ReportKey(h)
 	r.mu.Lock()
 	if !slices.Contains(r.reported[h.Pod], key) {
 		r.reported[h.Pod] = append(r.reported[h.Pod], key)
@@ -325,7 +325,7 @@ func (r *Runner) report(ctx context.Context, h v1alpha1.Handoff, p v1alpha1.Hand
 	failed := func(err error) {
 		r.logger.Warn("could not report a hand-off's progress", "pod", h.Pod, "key", key, "state", p.State, "error", err)
 	}
-	if p.State != slots.HandoffCopying {
+	if p.State != v1alpha1.HandoffCopying {
 		retry(ctx, send, failed)
 		return
 	}
@@ -355,10 +355,10 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
-			r.report(ctx, h, v1alpha1.HandoffProgress{State: slots.HandoffFailed, Message: "setting the done marker: " + err.Error()})
+			r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffFailed, Message: "setting the done marker: " + err.Error()})
 			log.Warn("could not set the done marker", "error", err)
 		default:
-			r.report(ctx, h, v1alpha1.HandoffProgress{State: slots.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
+			r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
 			log.Info("nothing to hand on: done marker set")
 		}
 		return
@@ -490,7 +490,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	start := r.opts.Now()
 	cnt := &counts{}
 	log.Info("handing items on", "from", source, "to", h.To, "to_ip", h.ToIP)
-	r.report(ctx, h, progress(slots.HandoffCopying, cnt, 0, ""))
+	r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, 0, ""))
 
 	copyCtx, stopCopy := context.WithCancelCause(ctx)
 	defer stopCopy(nil)
@@ -509,7 +509,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 
 	// The marker comes before the lock goes: the agent that waits sees
 	// one or the other.
-	done := progress(slots.HandoffDone, cnt, took, summary(cnt))
+	done := progress(v1alpha1.HandoffDone, cnt, took, summary(cnt))
 	if err == nil {
 		err = control(func(c *conn) error { return markFinished(c, id, leaving, done) })
 		if err != nil {
@@ -558,7 +558,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 func (r *Runner) failed(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, start time.Time, cnt *counts, err error) {
 	took := r.opts.Now().Sub(start)
 	r.observer.Ended(ResultFailed, took)
-	r.report(ctx, h, progress(slots.HandoffFailed, cnt, took, err.Error()))
+	r.report(ctx, h, progress(v1alpha1.HandoffFailed, cnt, took, err.Error()))
 	r.event(ctx, log, true, "HandoffFailed", fmt.Sprintf("handing on the items of %s (%s) failed after %d items: %v", h.Pod, h.Reason, cnt.items.Load(), err))
 	log.Warn("hand-off failed", "error", err, "items", cnt.items.Load())
 }
@@ -586,7 +586,7 @@ func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source 
 				return
 			case <-report.C:
 				r.handed(cnt)
-				r.report(ctx, h, progress(slots.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
+				r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
 			}
 		}
 	}()
@@ -632,7 +632,7 @@ func (r *Runner) handed(cnt *counts) {
 	}
 }
 
-func progress(state string, cnt *counts, took time.Duration, msg string) v1alpha1.HandoffProgress {
+func progress(state v1alpha1.HandoffState, cnt *counts, took time.Duration, msg string) v1alpha1.HandoffProgress {
 	return v1alpha1.HandoffProgress{
 		State: state, Items: cnt.items.Load(), Bytes: cnt.bytes.Load(), Skipped: cnt.skipped.Load(),
 		Seconds: int64(took.Seconds()), Message: msg,

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -90,12 +90,12 @@ func TestReplaced(t *testing.T) {
 		{name: "a TTL of 30 days exactly", key: "ttl-30d", value: []byte("t"), ttl: maxRelativeTTL, want: []byte("t")},
 		{name: "a TTL over 30 days (a Unix time)", key: "ttl-40d", value: []byte("t"), ttl: now.Unix() + 40*24*3600, want: []byte("t")},
 		{name: "binary key", key: "\x00\xffbin\r\n", binary: true, value: []byte("b"), want: []byte("b")},
-		{name: "binary key of the reserved prefix", key: memcached.ReservedKeyPrefix + "bin", binary: true, value: []byte("r")},
+		{name: "binary key of the reserved prefix", key: contract.ReservedKeyPrefix + "bin", binary: true, value: []byte("r")},
 		{name: "near the largest size", key: "largest", value: valueFor("largest", largest), want: valueFor("largest", largest)},
 		{name: "chunked", key: "chunked", value: valueFor("chunked", 600<<10), want: valueFor("chunked", 600<<10)},
 		{name: "newer on the destination", key: "newer", value: []byte("old"), onDest: []byte("new"), want: []byte("new")},
 		{name: "deleted after the dump", key: "deleted", value: []byte("gone"), deleteAfterDump: true},
-		{name: "reserved key", key: memcached.ReservedKeyPrefix + "other", value: []byte("r")},
+		{name: "reserved key", key: contract.ReservedKeyPrefix + "other", value: []byte("r")},
 	}
 	// wire is the key as the text protocol takes it.
 	wire := func(key string, binary bool) string {
@@ -196,12 +196,12 @@ func TestReplaced(t *testing.T) {
 	if n := to.stat("curr_items"); n != wantItems+1 {
 		t.Errorf("the destination holds %d items, want %d", n, wantItems+1)
 	}
-	for _, k := range []string{LockKey, CopiedKey, memcached.DoneKey} {
+	for _, k := range []string{LockKey, CopiedKey, contract.DoneKey} {
 		if _, ok := to.get(k); ok {
 			t.Errorf("the destination holds %s", k)
 		}
 	}
-	if _, ok := from.get(memcached.DoneKey); !ok {
+	if _, ok := from.get(contract.DoneKey); !ok {
 		t.Errorf("no done marker on the source")
 	}
 	if _, ok := from.get(LockKey); ok {
@@ -277,7 +277,7 @@ func TestPlaced(t *testing.T) {
 				h.Pod, h.Slot, h.To, h.ToIP = "cache-b", slot(int32(tt.source)), "cache-b", b.ip
 			}
 			r.Update([]v1alpha1.Handoff{h}, table)
-			p := rec.final(t, slots.ReportKey(h), 60*time.Second)
+			p := rec.final(t, contract.ReportKey(h), 60*time.Second)
 
 			clients := []*client{newClient(t, a.addr), newClient(t, b.addr), newClient(t, c.addr)}
 			var wantItems, homeless int64
@@ -310,7 +310,7 @@ func TestPlaced(t *testing.T) {
 				t.Errorf("final report %+v, want Done, %d items, message %q", p, wantItems, wantMsg)
 			}
 			from := newClient(t, src.addr)
-			if _, ok := from.get(memcached.DoneKey); ok != tt.wantDone {
+			if _, ok := from.get(contract.DoneKey); ok != tt.wantDone {
 				t.Errorf("done marker on the source: %v, want %v", ok, tt.wantDone)
 			}
 			// The copied marker: the copy's identity, then its report.
@@ -335,7 +335,7 @@ func TestCancelled(t *testing.T) {
 		name string
 		cut  func(r *Runner, src *server, table []v1alpha1.Slot)
 		// wantState is the last report; "" when the report is forgotten.
-		wantState string
+		wantState v1alpha1.HandoffState
 	}{
 		{name: "entry gone", cut: func(r *Runner, _ *server, table []v1alpha1.Slot) { r.Update(nil, table) }},
 		{name: "source killed", cut: func(_ *Runner, src *server, _ []v1alpha1.Slot) { src.kill() }, wantState: "Failed"},
@@ -384,7 +384,7 @@ func TestCancelled(t *testing.T) {
 			m.mu.Lock()
 			results := slices.Clone(m.results)
 			m.mu.Unlock()
-			if want := map[string]string{"": ResultCancelled, "Failed": ResultFailed}[tt.wantState]; !slices.Equal(results, []string{want}) {
+			if want := map[v1alpha1.HandoffState]string{"": ResultCancelled, "Failed": ResultFailed}[tt.wantState]; !slices.Equal(results, []string{want}) {
 				t.Errorf("results %q, want %q", results, want)
 			}
 			if tt.wantState == "" {
@@ -615,7 +615,7 @@ func TestNoSlot(t *testing.T) {
 	if p := rec.final(t, "cache-extra", 10*time.Second); p.State != "Done" || p.Items != 0 {
 		t.Errorf("final report %+v, want Done with nothing", p)
 	}
-	if _, ok := newClient(t, src.addr).get(memcached.DoneKey); !ok {
+	if _, ok := newClient(t, src.addr).get(contract.DoneKey); !ok {
 		t.Error("no done marker on the source")
 	}
 	if n := newClient(t, dst.addr).stat("curr_items"); n != 0 {

@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
-// The operator's keys on a source, beside memcached.DoneKey. None is ever
-// copied (memcached.ReservedKeyPrefix).
+// The operator's keys on a source, beside contract.DoneKey. None is ever
+// copied (contract.ReservedKeyPrefix).
 const (
 	// LockKey is held (value: the agent's name) by the agent that copies
 	// the source, with a TTL it renews while it copies.
-	LockKey = memcached.ReservedKeyPrefix + "handoff/lock"
+	LockKey = contract.ReservedKeyPrefix + "handoff/lock"
 	// CopiedKey holds the identity of the last copy that finished, a
 	// line break and its last report (JSON), so that the other agent,
 	// waiting for the lock, knows it has nothing left to do (a Moved
 	// source gets no DoneKey) and can send that report again.
-	CopiedKey = memcached.ReservedKeyPrefix + "handoff/copied"
+	CopiedKey = contract.ReservedKeyPrefix + "handoff/copied"
 	// copiedTTL keeps CopiedKey on a source that stays (Moved) for a day.
 	copiedTTL = 24 * time.Hour
 )
@@ -118,7 +118,7 @@ func finished(c *conn, id string, leaving bool) (bool, *v1alpha1.HandoffProgress
 	if !leaving {
 		return false, nil, nil
 	}
-	_, _, found, err = c.get(memcached.DoneKey)
+	_, _, found, err = c.get(contract.DoneKey)
 	return found, nil, err
 }
 
@@ -140,9 +140,9 @@ func markFinished(c *conn, id string, leaving bool, p v1alpha1.HandoffProgress) 
 
 // markDone sets DoneKey, with no TTL: the source is leaving.
 func markDone(c *conn) error {
-	ok, err := c.store(memcached.DoneKey, []byte("1"), "T0")
+	ok, err := c.store(contract.DoneKey, []byte("1"), "T0")
 	if err == nil && !ok {
-		err = &protocolError{addr: c.addr, msg: "did not store " + memcached.DoneKey}
+		err = &protocolError{addr: c.addr, msg: "did not store " + contract.DoneKey}
 	}
 	return err
 }

@@ -309,8 +309,8 @@ func (r *recorder) Report(_ context.Context, pod string, p v1alpha1.HandoffProgr
 		r.failLast--
 		return errors.New("the API server is away")
 	}
-	if s := r.states[pod]; len(s) == 0 || s[len(s)-1] != p.State {
-		r.states[pod] = append(s, p.State)
+	if s := r.states[pod]; len(s) == 0 || s[len(s)-1] != string(p.State) {
+		r.states[pod] = append(s, string(p.State))
 	}
 	r.last[pod] = p
 	r.notify()

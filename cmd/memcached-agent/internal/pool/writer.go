@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // Mode is the pool file's: the proxy runs as another user (the official
@@ -28,7 +30,7 @@ const RetryInterval = time.Second
 // Observer is told what the writer does, for metrics.
 type Observer interface {
 	// PoolWritten is a pool now in the file (written, or found there).
-	PoolWritten(p *Pool, wrote bool)
+	PoolWritten(p *contract.Pool, wrote bool)
 	// PoolRefused is a slot table that was not written, by reason.
 	PoolRefused(reason string)
 	// PoolWriteFailed is a write that failed (it is tried again).
@@ -47,12 +49,10 @@ type Written struct {
 // from the follower's goroutine; Run retries a write that failed; Current
 // may be called from any goroutine.
 type Writer struct {
-	path      string
-	name      string
-	namespace string
-	logger    *slog.Logger
-	observer  Observer
-	now       func() time.Time
+	path     string
+	logger   *slog.Logger
+	observer Observer
+	now      func() time.Time
 
 	current atomic.Pointer[Written]
 
@@ -61,17 +61,15 @@ type Writer struct {
 	// or found it; nil before.
 	written []byte
 	// pending is a pool not yet in the file (its write failed).
-	pending *Pool
+	pending *contract.Pool
 	// lastProblem is the last problem logged, so that each is logged once
 	// until something is written.
 	lastProblem string
 }
 
-// New returns a Writer of the pool file path for the Memcached name in
-// namespace (empty: any namespace, as a file given with --from-file has
-// its own).
-func New(path, name, namespace string, logger *slog.Logger, observer Observer, now func() time.Time) *Writer {
-	return &Writer{path: path, name: name, namespace: namespace, logger: logger, observer: observer, now: now}
+// New returns a Writer of the pool file path.
+func New(path string, logger *slog.Logger, observer Observer, now func() time.Time) *Writer {
+	return &Writer{path: path, logger: logger, observer: observer, now: now}
 }
 
 // Path is the pool file.
@@ -83,22 +81,14 @@ func (w *Writer) Current() *Written { return w.current.Load() }
 // Offer writes the pool of m's slot table, unless the file holds it
 // already. A table that cannot be written is refused: the file keeps the
 // last pool, and the proxy with it.
-func (w *Writer) Offer(source string, m *metacontroller.Parent) {
+func (w *Writer) Offer(source string, m *v1alpha1.Memcached) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if m.Name != w.name {
-		w.refuse(source, WrongObject, fmt.Sprintf("the object is Memcached %q, the agent follows %q", m.Name, w.name))
-		return
-	}
-	if w.namespace != "" && m.Namespace != "" && m.Namespace != w.namespace {
-		w.refuse(source, WrongObject, fmt.Sprintf("the object is in namespace %q, the agent follows %q", m.Namespace, w.namespace))
-		return
-	}
-	p, err := Render(m.Status.SlotTable)
+	p, err := contract.RenderPool(m.Status.SlotTable)
 	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{Reason: BadSlots, Msg: err.Error()}
+		e, ok := errors.AsType[*contract.PoolError](err)
+		if !ok {
+			e = &contract.PoolError{Reason: BadSlots, Msg: err.Error()}
 		}
 		w.refuse(source, e.Reason, e.Msg)
 		return
@@ -107,11 +97,12 @@ func (w *Writer) Offer(source string, m *metacontroller.Parent) {
 	w.flush()
 }
 
-// Refuse records that the source could not read the object at all.
+// Refuse records that the source could not read the object at all, or
+// refused it as another one (follow.Reason).
 func (w *Writer) Refuse(source string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.refuse(source, Unreadable, err.Error())
+	w.refuse(source, follow.Reason(err), err.Error())
 }
 
 // Run tries again, every RetryInterval until ctx ends, a write that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,16 +15,40 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // memcachedWith is Memcached cache in namespace shop with the slot table.
-func memcachedWith(tab v1alpha1.SlotTable) *metacontroller.Parent {
-	m := &metacontroller.Parent{}
+func memcachedWith(tab v1alpha1.SlotTable) *v1alpha1.Memcached {
+	m := &v1alpha1.Memcached{}
 	m.ObjectMeta = metav1.ObjectMeta{Name: "cache", Namespace: "shop"}
 	m.Status.SlotTable = tab
 	return m
+}
+
+// table is a slot table of version: each state is "S:ip" (Serving), "N:ip"
+// (NotReady), "L:ip" (Leaving) or "E" (Empty), in slot order.
+func table(version int64, states ...string) v1alpha1.SlotTable {
+	t := v1alpha1.SlotTable{Version: version, Slots: []v1alpha1.Slot{}}
+	for i, s := range states {
+		kind, ip, _ := strings.Cut(s, ":")
+		e := v1alpha1.Slot{Slot: int32(i), IP: ip, State: v1alpha1.SlotEmpty}
+		if ip != "" {
+			e.Pod = fmt.Sprintf("cache-%d", i)
+		}
+		switch kind {
+		case "S":
+			e.State = v1alpha1.SlotServing
+		case "N":
+			e.State = v1alpha1.SlotNotReady
+		case "L":
+			e.State = v1alpha1.SlotLeaving
+		}
+		t.Slots = append(t.Slots, e)
+	}
+	return t
 }
 
 // recorder is an Observer that counts.
@@ -36,7 +61,7 @@ type recorder struct {
 	versions []int64
 }
 
-func (r *recorder) PoolWritten(p *Pool, wrote bool) {
+func (r *recorder) PoolWritten(p *contract.Pool, wrote bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if wrote {
@@ -68,11 +93,11 @@ func (r *recorder) counts() (wrote, found, failed int) {
 	return r.wrote, r.found, r.failed
 }
 
-// newWriter is a Writer of dir/pool for cache in shop, logging into log.
+// newWriter is a Writer of dir/pool, logging into log.
 func newWriter(dir string, log *bytes.Buffer) (*Writer, *recorder) {
 	rec := &recorder{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
-	return New(filepath.Join(dir, "pool"), "cache", "shop", logger, rec, time.Now), rec
+	return New(filepath.Join(dir, "pool"), logger, rec, time.Now), rec
 }
 
 // fileState is a pool file's content and identity, to tell a rewrite.
@@ -107,13 +132,13 @@ func TestWriterFollowsTheTable(t *testing.T) {
 	}
 
 	three := table(100, "S:10.0.0.1", "S:10.0.0.2", "S:10.0.0.3")
-	other := memcachedWith(table(200, "S:10.9.9.9"))
-	other.Name = "other"
-	elsewhere := memcachedWith(table(200, "S:10.9.9.9"))
-	elsewhere.Namespace = "prod"
+	// The follower checks the object is the one followed: another is
+	// refused, never offered.
+	other := &follow.Refusal{Reason: follow.WrongObject, Err: errors.New(`the object is Memcached "other", the agent follows "cache"`)}
+	elsewhere := &follow.Refusal{Reason: follow.WrongObject, Err: errors.New(`the object is in namespace "prod", the agent follows "shop"`)}
 	steps := []struct {
 		name        string
-		offer       *metacontroller.Parent
+		offer       *v1alpha1.Memcached
 		refuse      error
 		want        string // the file's content after the step
 		wantWrite   bool
@@ -129,8 +154,8 @@ func TestWriterFollowsTheTable(t *testing.T) {
 			want: "version 102\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n", wantWrite: true},
 		{name: "back", offer: memcachedWith(table(103, "S:10.0.0.1", "S:10.0.0.2", "S:10.0.0.3")),
 			want: "version 103\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n", wantWrite: true},
-		{name: "another Memcached", offer: other, wantRefused: WrongObject},
-		{name: "another namespace", offer: elsewhere, wantRefused: WrongObject},
+		{name: "another Memcached", refuse: other, wantRefused: WrongObject},
+		{name: "another namespace", refuse: elsewhere, wantRefused: WrongObject},
 		{name: "a bad address", offer: memcachedWith(table(104, "S:10.0.0.1", "S:not-an-ip")), wantRefused: BadAddress},
 		{name: "a negative version", offer: memcachedWith(table(-5, "S:10.0.0.1")), wantRefused: BadVersion},
 		{name: "an unreadable object", refuse: errors.New("cache.json: invalid character"), wantRefused: Unreadable},
@@ -216,7 +241,7 @@ func TestWriterLogsAProblemOnce(t *testing.T) {
 // same bytes but a mode the proxy cannot read is written again.
 func TestWriterFindsItsPool(t *testing.T) {
 	tab := table(7, "S:10.0.0.1", "S:10.0.0.2")
-	p, _ := Render(tab)
+	p, _ := contract.RenderPool(tab)
 	for _, tt := range []struct {
 		name      string
 		mode      os.FileMode

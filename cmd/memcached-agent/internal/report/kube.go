@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // Component is the agent as Events name their source.
@@ -51,7 +52,7 @@ func NewKube(cfg *rest.Config, namespace, name, instance string) (*Kube, error) 
 	if err != nil {
 		return nil, err
 	}
-	k := &Kube{client: client, namespace: namespace, memcached: name, configMap: name + "-agent", instance: instance, now: time.Now}
+	k := &Kube{client: client, namespace: namespace, memcached: name, configMap: contract.AgentName(name), instance: instance, now: time.Now}
 	k.uid.Store(types.UID(""))
 	return k, nil
 }
@@ -71,18 +72,18 @@ func (k *Kube) patch(ctx context.Context, data map[string]any) error {
 	return nil
 }
 
-// Report sets the Pod's key of the ConfigMap's data.
-func (k *Kube) Report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) error {
+// Report sets a hand-off's key of the ConfigMap's data.
+func (k *Kube) Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	return k.patch(ctx, map[string]any{pod: string(b)})
+	return k.patch(ctx, map[string]any{key: string(b)})
 }
 
-// Forget removes the Pod's key (null in a merge patch).
-func (k *Kube) Forget(ctx context.Context, pod string) error {
-	return k.patch(ctx, map[string]any{pod: nil})
+// Forget removes a hand-off's key (null in a merge patch).
+func (k *Kube) Forget(ctx context.Context, key string) error {
+	return k.patch(ctx, map[string]any{key: nil})
 }
 
 // Event records an Event on the Memcached.

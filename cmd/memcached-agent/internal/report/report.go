@@ -1,8 +1,8 @@
 // Package report tells where the agent's hand-off copies got: into the
 // data of the Memcached's ConfigMap NAME-agent, one JSON
-// v1alpha1.HandoffProgress per source Pod (the hook carries it into
-// status.handoffs), and as Events on the Memcached; or, without an API
-// server, into a file that holds the same data.
+// v1alpha1.HandoffProgress a hand-off, keyed by contract.ReportKey (the
+// hook carries it into status.handoffs), and as Events on the Memcached;
+// or, without an API server, into a file that holds the same data.
 package report
 
 import (
@@ -20,7 +20,7 @@ import (
 )
 
 // File keeps the reports in a file, as a JSON object holding what the
-// ConfigMap's data would (Pod name to the progress as a JSON string),
+// ConfigMap's data would (report key to the progress as a JSON string),
 // written whole and renamed into place, so that a reader never sees half
 // of it. Events go to the log.
 type File struct {
@@ -43,26 +43,26 @@ func NewFile(path string, logger *slog.Logger) *File {
 	return f
 }
 
-// Report sets the Pod's progress.
-func (f *File) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
+// Report sets a hand-off's progress, under its report key.
+func (f *File) Report(_ context.Context, key string, p v1alpha1.HandoffProgress) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.data[pod] = string(b)
+	f.data[key] = string(b)
 	return f.write()
 }
 
-// Forget removes the Pod's progress.
-func (f *File) Forget(_ context.Context, pod string) error {
+// Forget removes a hand-off's progress.
+func (f *File) Forget(_ context.Context, key string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.data[pod]; !ok {
+	if _, ok := f.data[key]; !ok {
 		return nil
 	}
-	delete(f.data, pod)
+	delete(f.data, key)
 	return f.write()
 }
 
@@ -100,28 +100,29 @@ func (f *File) write() error {
 	return nil
 }
 
-// Reporter is what the hand-offs report to (handoff.Reporter).
+// Reporter is what the hand-offs report to (handoff.Reporter), each
+// hand-off under its contract.ReportKey.
 type Reporter interface {
-	Report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) error
-	Forget(ctx context.Context, pod string) error
+	Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error
+	Forget(ctx context.Context, key string) error
 	Event(ctx context.Context, warning bool, reason, message string) error
 }
 
 // Both reports to each of several Reporters.
 type Both []Reporter
 
-func (b Both) Report(ctx context.Context, pod string, p v1alpha1.HandoffProgress) error {
+func (b Both) Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error {
 	var errs []error
 	for _, r := range b {
-		errs = append(errs, r.Report(ctx, pod, p))
+		errs = append(errs, r.Report(ctx, key, p))
 	}
 	return errors.Join(errs...)
 }
 
-func (b Both) Forget(ctx context.Context, pod string) error {
+func (b Both) Forget(ctx context.Context, key string) error {
 	var errs []error
 	for _, r := range b {
-		errs = append(errs, r.Forget(ctx, pod))
+		errs = append(errs, r.Forget(ctx, key))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,6 @@
 // Package serverlist decides which server list the agent serves: every
-// Memcached object the followers (the watch, or --from-file) see is
-// offered here, checked, and either published as an immutable snapshot
+// version of the Memcached the followers (the watch, or --from-file) see
+// is offered here, checked, and either published as an immutable snapshot
 // (its version, its nodes, the answers rendered once) or refused, keeping
 // the list served before.
 //
@@ -24,9 +24,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
-	"github.com/example/memcached-operator/sync/memcached"
-	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -38,10 +39,11 @@ const (
 	BadAddress = "bad_address"
 	// BadVersion: the version is not positive.
 	BadVersion = "bad_version"
-	// WrongObject: the object is another Memcached than the one followed.
-	WrongObject = "wrong_object"
+	// WrongObject: the follower refused another Memcached than the one
+	// followed, or the object has no namespace to name its hosts in.
+	WrongObject = follow.WrongObject
 	// Unreadable: the follower could not read or decode the object.
-	Unreadable = "unreadable"
+	Unreadable = follow.Unreadable
 )
 
 // Reasons are every refusal reason, for metrics that show each from the
@@ -67,11 +69,9 @@ type Observer interface {
 // Current is safe to call from any goroutine at any rate: it is one
 // atomic load.
 type Publisher struct {
-	name      string
-	namespace string
-	logger    *slog.Logger
-	observer  Observer
-	now       func() time.Time
+	logger   *slog.Logger
+	observer Observer
+	now      func() time.Time
 
 	current atomic.Pointer[Snapshot]
 
@@ -83,11 +83,10 @@ type Publisher struct {
 	changed chan struct{}
 }
 
-// New returns a Publisher for the Memcached name. namespace is the one
-// the agent was told; when empty the object's own is used (a file given
-// with --from-file carries it).
-func New(name, namespace string, logger *slog.Logger, observer Observer, now func() time.Time) *Publisher {
-	return &Publisher{name: name, namespace: namespace, logger: logger, observer: observer, now: now, changed: make(chan struct{})}
+// New returns a Publisher of the lists of the Memcached a follower
+// offers.
+func New(logger *slog.Logger, observer Observer, now func() time.Time) *Publisher {
+	return &Publisher{logger: logger, observer: observer, now: now, changed: make(chan struct{})}
 }
 
 // Current returns the list served, or nil before the first good one.
@@ -103,7 +102,7 @@ func (p *Publisher) Changed() <-chan struct{} {
 
 // Offer checks the Memcached the source (a follower: "watch" or "file")
 // sees, and publishes its list or refuses it.
-func (p *Publisher) Offer(source string, m *metacontroller.Parent) {
+func (p *Publisher) Offer(source string, m *v1alpha1.Memcached) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reason, problem, next := p.check(m)
@@ -122,11 +121,12 @@ func (p *Publisher) Offer(source string, m *metacontroller.Parent) {
 	}
 }
 
-// Refuse records that the source could not read the object at all.
+// Refuse records that the source could not read the object at all, or
+// refused it as another one (follow.Reason).
 func (p *Publisher) Refuse(source string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refuse(source, Unreadable, err.Error())
+	p.refuse(source, follow.Reason(err), err.Error())
 }
 
 func (p *Publisher) refuse(source, reason, problem string) {
@@ -147,21 +147,13 @@ func (p *Publisher) refuse(source, reason, problem string) {
 
 // check returns why m's list is refused, or the snapshot to publish (nil
 // when the list is the one served).
-func (p *Publisher) check(m *metacontroller.Parent) (reason, problem string, next *Snapshot) {
-	ns := m.Namespace
-	switch {
-	case m.Name != p.name:
-		return WrongObject, fmt.Sprintf("the object is Memcached %q, the agent follows %q", m.Name, p.name), nil
-	case p.namespace != "" && ns != "" && ns != p.namespace:
-		return WrongObject, fmt.Sprintf("the object is in namespace %q, the agent follows %q", ns, p.namespace), nil
-	case ns == "":
-		ns = p.namespace
-	}
-	if ns == "" {
+func (p *Publisher) check(m *v1alpha1.Memcached) (reason, problem string, next *Snapshot) {
+	if m.Namespace == "" {
+		// The hosts are named in the namespace's headless Service.
 		return WrongObject, "the object has no namespace and none was given (--namespace)", nil
 	}
 	table := m.Status.SlotTable
-	nodes := slots.Served(table.Slots, p.name, ns, memcached.Port)
+	nodes := slots.Served(table.Slots, m.Name, m.Namespace, contract.Port)
 	if len(nodes) == 0 {
 		return NoServers, fmt.Sprintf("status.slotTable (version %d) has no Serving slot", table.Version), nil
 	}

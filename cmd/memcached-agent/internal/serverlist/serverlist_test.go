@@ -4,20 +4,21 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // memcachedWith is Memcached cache in namespace shop with a slot table of
 // version and the given IPs as Serving slots ("" is an Empty slot).
-func memcachedWith(version int64, ips ...string) *metacontroller.Parent {
-	m := &metacontroller.Parent{}
+func memcachedWith(version int64, ips ...string) *v1alpha1.Memcached {
+	m := &v1alpha1.Memcached{}
 	m.ObjectMeta = metav1.ObjectMeta{Name: "cache", Namespace: "shop"}
 	m.Status.SlotTable.Version = version
 	for i, ip := range ips {
@@ -46,13 +47,14 @@ func (r *recorder) Refused(reason string) {
 // TestPublisher offers a sequence of objects, as a follower would, and
 // checks after each what is served and why anything was refused.
 func TestPublisher(t *testing.T) {
-	other := memcachedWith(500, "10.0.0.1")
-	other.Name = "other"
-	elsewhere := memcachedWith(500, "10.0.0.1")
-	elsewhere.Namespace = "prod"
+	// The follower checks the object is the one followed: another is
+	// refused, never offered.
+	other := &follow.Refusal{Reason: follow.WrongObject, Err: errors.New(`the object is Memcached "other", the agent follows "cache"`)}
+	elsewhere := &follow.Refusal{Reason: follow.WrongObject, Err: errors.New(`the object is in namespace "prod", the agent follows "shop"`)}
 	steps := []struct {
 		name        string
-		offer       *metacontroller.Parent
+		offer       *v1alpha1.Memcached
+		refuse      error
 		wantVersion int64 // 0: nothing served
 		wantServers int
 		wantRefused string
@@ -71,19 +73,23 @@ func TestPublisher(t *testing.T) {
 		{name: "another list under a lower version", offer: memcachedWith(99, "10.0.0.1"), wantVersion: 101, wantServers: 1},
 		{name: "another list under the version served", offer: memcachedWith(101, "10.0.0.1", "10.0.0.3"), wantVersion: 102, wantServers: 2},
 		{name: "the same list under a lower version", offer: memcachedWith(90, "10.0.0.1", "10.0.0.3"), wantVersion: 102, wantServers: 2, unchanged: true},
-		{name: "another Memcached", offer: other, wantVersion: 102, wantServers: 2, wantRefused: WrongObject},
-		{name: "another namespace", offer: elsewhere, wantVersion: 102, wantServers: 2, wantRefused: WrongObject},
+		{name: "another Memcached", refuse: other, wantVersion: 102, wantServers: 2, wantRefused: WrongObject},
+		{name: "another namespace", refuse: elsewhere, wantVersion: 102, wantServers: 2, wantRefused: WrongObject},
 		{name: "scale-up", offer: memcachedWith(103, "10.0.0.1", "10.0.0.2", "10.0.0.4"), wantVersion: 103, wantServers: 3},
 		{name: "a hole keeps its place out of the list", offer: memcachedWith(104, "10.0.0.1", "", "10.0.0.4"), wantVersion: 104, wantServers: 2},
 		{name: "IPv6", offer: memcachedWith(105, "fd00::1"), wantVersion: 105, wantServers: 1},
 	}
 	var logs bytes.Buffer
 	rec := &recorder{}
-	p := New("cache", "shop", slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
+	p := New(slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
 	for _, s := range steps {
 		before := rec.refused[s.wantRefused]
 		changed := p.Changed()
-		p.Offer("test", s.offer)
+		if s.refuse != nil {
+			p.Refuse("test", s.refuse)
+		} else {
+			p.Offer("test", s.offer)
+		}
 		cur := p.Current()
 		switch {
 		case s.wantVersion == 0 && cur != nil:
@@ -126,7 +132,7 @@ func TestPublisher(t *testing.T) {
 func TestPublisherLogsOnce(t *testing.T) {
 	var logs bytes.Buffer
 	rec := &recorder{}
-	p := New("cache", "shop", slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
+	p := New(slog.New(slog.NewTextHandler(&logs, nil)), rec, time.Now)
 	for range 3 {
 		p.Offer("watch", memcachedWith(5))
 	}
@@ -142,10 +148,11 @@ func TestPublisherLogsOnce(t *testing.T) {
 	}
 }
 
-// TestPublisherNamespaceFromObject checks that without a namespace given
-// the object's own names the hosts.
+// TestPublisherNamespaceFromObject checks that the object's namespace
+// (the follower sets the one given, if any) names the hosts, and that an
+// object with none is not served.
 func TestPublisherNamespaceFromObject(t *testing.T) {
-	p := New("cache", "", slog.New(slog.DiscardHandler), nil, time.Now)
+	p := New(slog.New(slog.DiscardHandler), nil, time.Now)
 	p.Offer("file", memcachedWith(9, "10.0.0.1"))
 	if cur := p.Current(); cur == nil || cur.Nodes[0].Host != "10-0-0-1.cache.shop.svc" {
 		t.Fatalf("serving %+v, want a host in namespace shop", cur)
@@ -168,4 +175,102 @@ func equal(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// TestTwoAgentsOutOfOrder lands statuses out of order (a status computed
+// from an older copy of the Memcached, with a lower version, after a newer
+// one) on two agents, one of which misses some of them as a watch may
+// after a relist, and follows an Auto Discovery client that asks either
+// agent at random: it applies a list only under a higher version than the
+// one it has, as the clients do. Both agents serve the list of the status
+// that landed last, and the client ends on it.
+func TestTwoAgentsOutOfOrder(t *testing.T) {
+	type landing struct {
+		version int64
+		ips     []string
+		// missedByB: the second agent does not see this status.
+		missedByB bool
+	}
+	tests := []struct {
+		name     string
+		landings []landing
+	}{{
+		name: "an older status with the old list lands last",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1", "10.0.0.2"}},
+			{version: 200, ips: []string{"10.0.0.1", "10.0.0.3"}},
+			{version: 100, ips: []string{"10.0.0.1", "10.0.0.2"}},
+		},
+	}, {
+		name: "an older status with a third list lands last",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.1", "10.0.0.2"}},
+			{version: 200, ips: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+		},
+	}, {
+		name: "one agent misses the newer status",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.2"}, missedByB: true},
+			{version: 200, ips: []string{"10.0.0.3"}},
+		},
+	}, {
+		name: "one agent misses the out-of-order status, then a newer one lands",
+		landings: []landing{
+			{version: 100, ips: []string{"10.0.0.1"}},
+			{version: 300, ips: []string{"10.0.0.2"}},
+			{version: 150, ips: []string{"10.0.0.1"}, missedByB: true},
+			{version: 301, ips: []string{"10.0.0.4"}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := New(slog.New(slog.DiscardHandler), nil, time.Now)
+			b := New(slog.New(slog.DiscardHandler), nil, time.Now)
+			var clientVersion int64
+			var clientIPs []string
+			ask := func(p *Publisher) {
+				if cur := p.Current(); cur != nil && cur.Version > clientVersion {
+					clientVersion, clientIPs = cur.Version, nil
+					for _, n := range cur.Nodes {
+						clientIPs = append(clientIPs, n.IP)
+					}
+				}
+			}
+			for i, l := range tt.landings {
+				for _, p := range []*Publisher{a, b} {
+					before := p.Current()
+					if p == b && l.missedByB {
+						continue
+					}
+					p.Offer("watch", memcachedWith(l.version, l.ips...))
+					cur := p.Current()
+					var got []string
+					for _, n := range cur.Nodes {
+						got = append(got, n.IP)
+					}
+					if !slices.Equal(got, l.ips) {
+						t.Errorf("landing %d: an agent serves %v, want the status's %v", i, got, l.ips)
+					}
+					if before != nil && cur.Version < before.Version {
+						t.Errorf("landing %d: an agent's version went down from %d to %d", i, before.Version, cur.Version)
+					}
+				}
+				// The client asks both, in either order.
+				if i%2 == 0 {
+					ask(a)
+					ask(b)
+				} else {
+					ask(b)
+					ask(a)
+				}
+			}
+			last := tt.landings[len(tt.landings)-1].ips
+			if !slices.Equal(clientIPs, last) {
+				t.Errorf("the client ends on %v (version %d), want the last status's %v (agents serve %d and %d)",
+					clientIPs, clientVersion, last, a.Current().Version, b.Current().Version)
+			}
+		})
+	}
 }

@@ -1,12 +1,14 @@
-package pool
+package contract_test
 
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // table is a slot table of version: each state is "S:ip" (Serving), "N:ip"
@@ -34,8 +36,8 @@ func table(version int64, states ...string) v1alpha1.SlotTable {
 	return t
 }
 
-// TestRender checks the bytes of every kind of pool the writer renders.
-func TestRender(t *testing.T) {
+// TestRenderPool checks the bytes of every kind of pool the writer renders.
+func TestRenderPool(t *testing.T) {
 	tests := []struct {
 		name      string
 		table     v1alpha1.SlotTable
@@ -95,22 +97,22 @@ func TestRender(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Render(tt.table)
+			p, err := contract.RenderPool(tt.table)
 			if err != nil {
-				t.Fatalf("Render() = %v", err)
+				t.Fatalf("RenderPool() = %v", err)
 			}
 			if got := string(p.Content); got != tt.want {
-				t.Errorf("Render() =\n%s\nwant\n%s", got, tt.want)
+				t.Errorf("RenderPool() =\n%s\nwant\n%s", got, tt.want)
 			}
 			if p.Version != tt.table.Version || p.Slots != tt.wantSlots || p.Down != tt.wantDown {
-				t.Errorf("Render() says version %d, %d slots, %d down; want %d, %d, %d", p.Version, p.Slots, p.Down, tt.table.Version, tt.wantSlots, tt.wantDown)
+				t.Errorf("RenderPool() says version %d, %d slots, %d down; want %d, %d, %d", p.Version, p.Slots, p.Down, tt.table.Version, tt.wantSlots, tt.wantDown)
 			}
 		})
 	}
 }
 
-// TestRenderRefuses checks every table Render refuses, and the reason.
-func TestRenderRefuses(t *testing.T) {
+// TestRenderPoolRefuses checks every table RenderPool refuses, and the reason.
+func TestRenderPoolRefuses(t *testing.T) {
 	many := make([]string, 1001)
 	for i := range many {
 		many[i] = "E"
@@ -127,38 +129,63 @@ func TestRenderRefuses(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{name: "slots out of order", table: outOfOrder, wantReason: BadSlots, wantMsg: "slots[0] is slot 1"},
-		{name: "a slot listed twice", table: twice, wantReason: BadSlots, wantMsg: "slots[1] is slot 0"},
-		{name: "a slot number skipped", table: hole, wantReason: BadSlots, wantMsg: "slots[1] is slot 2"},
-		{name: "more slots than the proxy takes", table: table(5, many...), wantReason: TooManySlots, wantMsg: "1001 slots"},
-		{name: "a name, not an address", table: table(5, "S:cache-0.example"), wantReason: BadAddress, wantMsg: `"cache-0.example"`},
-		{name: "an IPv4 address with leading zeros", table: table(5, "S:10.0.0.011"), wantReason: BadAddress, wantMsg: "10.0.0.011"},
-		{name: "an address and port", table: table(5, "S:10.0.0.1:11211"), wantReason: BadAddress, wantMsg: "10.0.0.1:11211"},
-		{name: "an IPv6 zone", table: table(5, "S:fe80::1%eth0"), wantReason: BadAddress, wantMsg: "fe80::1%eth0"},
-		{name: "two Serving slots at one address", table: table(5, "S:10.0.0.1", "E", "S:10.0.0.1"), wantReason: BadAddress, wantMsg: "slots 0 and 2"},
-		{name: "one IPv6 address written two ways", table: table(5, "S:fd00::7", "S:fd00:0::7"), wantReason: BadAddress, wantMsg: "slots 0 and 1"},
-		{name: "a negative version", table: table(-1, "S:10.0.0.1"), wantReason: BadVersion, wantMsg: "-1"},
+		{name: "slots out of order", table: outOfOrder, wantReason: contract.BadSlots, wantMsg: "slots[0] is slot 1"},
+		{name: "a slot listed twice", table: twice, wantReason: contract.BadSlots, wantMsg: "slots[1] is slot 0"},
+		{name: "a slot number skipped", table: hole, wantReason: contract.BadSlots, wantMsg: "slots[1] is slot 2"},
+		{name: "more slots than the proxy takes", table: table(5, many...), wantReason: contract.TooManySlots, wantMsg: "1001 slots"},
+		{name: "a name, not an address", table: table(5, "S:cache-0.example"), wantReason: contract.BadAddress, wantMsg: `"cache-0.example"`},
+		{name: "an IPv4 address with leading zeros", table: table(5, "S:10.0.0.011"), wantReason: contract.BadAddress, wantMsg: "10.0.0.011"},
+		{name: "an address and port", table: table(5, "S:10.0.0.1:11211"), wantReason: contract.BadAddress, wantMsg: "10.0.0.1:11211"},
+		{name: "an IPv6 zone", table: table(5, "S:fe80::1%eth0"), wantReason: contract.BadAddress, wantMsg: "fe80::1%eth0"},
+		{name: "two Serving slots at one address", table: table(5, "S:10.0.0.1", "E", "S:10.0.0.1"), wantReason: contract.BadAddress, wantMsg: "slots 0 and 2"},
+		{name: "one IPv6 address written two ways", table: table(5, "S:fd00::7", "S:fd00:0::7"), wantReason: contract.BadAddress, wantMsg: "slots 0 and 1"},
+		{name: "a negative version", table: table(-1, "S:10.0.0.1"), wantReason: contract.BadVersion, wantMsg: "-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Render(tt.table)
-			var e *Error
+			p, err := contract.RenderPool(tt.table)
+			var e *contract.PoolError
 			if !errors.As(err, &e) {
-				t.Fatalf("Render() = %v, %v; want an *Error", p, err)
+				t.Fatalf("RenderPool() = %v, %v; want a *PoolError", p, err)
 			}
 			if e.Reason != tt.wantReason || !strings.Contains(e.Msg, tt.wantMsg) {
-				t.Errorf("Render() refused with %s: %q; want %s naming %q", e.Reason, e.Msg, tt.wantReason, tt.wantMsg)
+				t.Errorf("RenderPool() refused with %s: %q; want %s naming %q", e.Reason, e.Msg, tt.wantReason, tt.wantMsg)
 			}
 		})
 	}
 }
 
-// TestRenderIsDeterministic renders one table twice.
-func TestRenderIsDeterministic(t *testing.T) {
+// TestRenderPoolIsDeterministic renders one table twice.
+func TestRenderPoolIsDeterministic(t *testing.T) {
 	tab := table(3, "S:10.0.0.1", "N:10.0.0.2", "S:fd00::3")
-	a, _ := Render(tab)
-	b, _ := Render(tab)
+	a, _ := contract.RenderPool(tab)
+	b, _ := contract.RenderPool(tab)
 	if string(a.Content) != string(b.Content) {
 		t.Errorf("two renders differ:\n%s\n%s", a.Content, b.Content)
+	}
+}
+
+// TestParsePoolTakesWhatRenderPoolWrites checks, without Lua, that
+// ParsePool reads every kind of pool RenderPool writes as the table says
+// (TestParsePoolReadsAsProxyLua holds ParsePool to proxy.lua).
+func TestParsePoolTakesWhatRenderPoolWrites(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 1))
+	tables := []v1alpha1.SlotTable{
+		{},
+		table(1, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:fd00::5", "S:"),
+		table(2, make([]string, contract.MaxSlots)...),
+		randomTable(r, contract.MaxSlots),
+	}
+	for range 100 {
+		tables = append(tables, randomTable(r, r.IntN(40)))
+	}
+	for i, tab := range tables {
+		p, err := contract.RenderPool(tab)
+		if err != nil {
+			t.Fatalf("table %d: RenderPool() = %v", i, err)
+		}
+		if got, want := parseAnswer(p.Content), wantBackends(tab); got != want {
+			t.Errorf("table %d: ParsePool made of the pool\n%s\nwant\n%s", i, got, want)
+		}
 	}
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// copier is the hand-off copier: it runs the copies the Memcached's
+// status.handoffs asks for, and reports their progress into ConfigMap
+// NAME-agent and Events (through the API server), the --report-file, or
+// with neither into the log. Stop ends the copies, releasing their locks.
+type copier struct {
+	runner *handoff.Runner
+	kube   *report.Kube
+}
+
+// newCopier reports through restConfig when it is set (the agent follows
+// the API server), into --report-file when it is set.
+func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *metrics) (*copier, error) {
+	c := &copier{}
+	var reporters report.Both
+	if restConfig != nil {
+		var err error
+		if c.kube, err = report.NewKube(restConfig, cfg.namespace, cfg.memcached, cfg.self); err != nil {
+			return nil, err
+		}
+		reporters = append(reporters, c.kube)
+	}
+	if cfg.reportFile != "" {
+		reporters = append(reporters, report.NewFile(cfg.reportFile, logger))
+	}
+	if len(reporters) == 0 {
+		// --from-file without --report-file: the log says it all.
+		reporters = append(reporters, logReporter{logger})
+	}
+	c.runner = handoff.New(handoff.Options{Self: cfg.self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
+	return c, nil
+}
+
+// Offer hands the hand-offs of the Memcached followed to the runner
+// (follow.Sink; the follower offers that object alone).
+func (c *copier) Offer(_ string, m *v1alpha1.Memcached) {
+	if c.kube != nil {
+		c.kube.SetUID(m.UID)
+	}
+	c.runner.Update(m.Status.Handoffs, m.Status.SlotTable.Slots)
+}
+
+// Refuse does nothing: a status that cannot be read leaves the copies as
+// they are (follow.Sink).
+func (c *copier) Refuse(string, error) {}
+
+// Stop ends every copy and waits for them.
+func (c *copier) Stop() { c.runner.Stop() }
+
+// logReporter reports hand-offs into the log alone.
+type logReporter struct{ logger *slog.Logger }
+
+func (l logReporter) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
+	l.logger.Info("hand-off progress", "pod", pod, "state", p.State, "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", p.Seconds, "message", p.Message)
+	return nil
+}
+
+func (l logReporter) Forget(context.Context, string) error { return nil }
+
+func (l logReporter) Event(_ context.Context, warning bool, reason, message string) error {
+	level := slog.LevelInfo
+	if warning {
+		level = slog.LevelWarn
+	}
+	l.logger.Log(context.Background(), level, "event", "reason", reason, "message", message)
+	return nil
+}

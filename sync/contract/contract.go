@@ -1,0 +1,90 @@
+// Package contract is what the hook and the agent agree on, in one place:
+// the hook writes it and the agent reads it, or the other way round, in
+// two binaries that can run different versions while an upgrade rolls.
+//
+//   - memcached's port, and the keys of memcached the agent reserves
+//     (ReservedKeyPrefix, DoneKey, which the hook's preStop waits for);
+//   - the name of the agent's children (AgentName): the ConfigMap the
+//     agent reports hand-offs in is one of them;
+//   - where a hand-off's progress is reported (ReportKey; its state is
+//     the API's v1alpha1.HandoffState, since the status carries it);
+//   - the slot table's order, which every reader relies on (CheckOrder,
+//     Ordered), and its bound (MaxSlots);
+//   - the pool file the agent writes for memcached's proxy and the proxy's
+//     Lua reads (RenderPool, and ParsePool, the Lua's reading rules in Go).
+//
+// It depends on the API types alone: the hook's logic (sync/memcached) and
+// Metacontroller's wire (sync/metacontroller) are the hook's, and the agent
+// imports neither of them for what it shares with the hook.
+package contract
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// Port is memcached's, on the memcached Pods, their Service and the proxy:
+// the agent copies items to it and puts it in the lists it serves.
+const Port = 11211
+
+// ReservedKeyPrefix starts the keys the agent keeps for itself in
+// memcached: it never copies them. DoneKey is the item it sets on a
+// leaving memcached once it has handed every item on (or found nothing to
+// hand on): the leaving Pod's preStop waits for it, asking its own
+// memcached, with nothing but the image's shell tools.
+const (
+	ReservedKeyPrefix = "__memcached-operator/"
+	DoneKey           = ReservedKeyPrefix + "handoff/done"
+)
+
+// AgentSuffix ends the names of the agent's children: its ServiceAccount,
+// Role and RoleBinding, its Deployment, and the ConfigMap it reports
+// hand-offs in. It is shorter than v1alpha1.DiscoverySuffix, so the API's
+// bound on a name holds for it too.
+const AgentSuffix = "-agent"
+
+// AgentName is the name of the agent's children of the Memcached name.
+func AgentName(name string) string { return name + AgentSuffix }
+
+// ReportKey is where the agent reports a hand-off's progress (a data key
+// of ConfigMap NAME-agent) and where the hook reads it: the Pod's name,
+// and for a Moved hand-off "_" and its slot ('_' is in no Pod name). A
+// Pod may move more than once in its life; a report left from an earlier
+// move, Done or Failed, must not end a later one before it started.
+func ReportKey(h v1alpha1.Handoff) string {
+	if h.Reason == v1alpha1.HandoffMoved && h.Slot != nil {
+		return h.Pod + "_" + strconv.Itoa(int(*h.Slot))
+	}
+	return h.Pod
+}
+
+// MaxSlots bounds the slot table: no slot number reaches it. It is the
+// largest spec.size, and the most lines a pool file has: proxy.lua's
+// MAX_SLOTS, which a test holds equal.
+const MaxSlots = 1000
+
+// CheckOrder tells whether a slot table's entries are slots 0, 1, 2... in
+// order, with no gap and none twice: an entry's place in the list is its
+// slot, to every reader of the table (the line order of a pool file is the
+// proxy's distribution). It names the first entry that is not.
+func CheckOrder(slots []v1alpha1.Slot) error {
+	for i, e := range slots {
+		if int(e.Slot) != i {
+			return fmt.Errorf("status.slotTable.slots[%d] is slot %d: the table must list slots 0 to %d in order", i, e.Slot, len(slots)-1)
+		}
+	}
+	return nil
+}
+
+// Ordered is a slot table as its readers take it from a status: t, or no
+// table at all when its entries are out of order (CheckOrder), which only
+// a hand can write. The hook then rebuilds the table from the Pods; the
+// agent serves no list from it.
+func Ordered(t v1alpha1.SlotTable) v1alpha1.SlotTable {
+	if CheckOrder(t.Slots) != nil {
+		return v1alpha1.SlotTable{}
+	}
+	return t
+}

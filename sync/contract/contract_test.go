@@ -1,0 +1,80 @@
+package contract_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
+)
+
+// TestOrdered checks that a table whose entries are slots 0..n-1 in order
+// is taken as it is, and that one out of order, with a gap or a slot
+// twice is no table: its readers (the hook, the agent) rebuild or serve
+// nothing from it, never a list that sends keys to the wrong Pods.
+func TestOrdered(t *testing.T) {
+	slot := func(n int32, pod string) v1alpha1.Slot {
+		return v1alpha1.Slot{Slot: n, Pod: pod, IP: "10.0.0.1", State: v1alpha1.SlotServing}
+	}
+	tests := []struct {
+		name    string
+		slots   []v1alpha1.Slot
+		wantErr string
+	}{
+		{name: "in order", slots: []v1alpha1.Slot{slot(0, "a"), slot(1, "b"), slot(2, "c")}},
+		{name: "no slot", slots: nil},
+		{name: "out of order", slots: []v1alpha1.Slot{slot(1, "b"), slot(0, "a")}, wantErr: "slots[0] is slot 1"},
+		{name: "with a gap", slots: []v1alpha1.Slot{slot(0, "a"), slot(2, "c")}, wantErr: "slots[1] is slot 2"},
+		{name: "a slot twice", slots: []v1alpha1.Slot{slot(0, "a"), slot(0, "b")}, wantErr: "slots[1] is slot 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := ""
+			if err := contract.CheckOrder(tt.slots); err != nil {
+				msg = err.Error()
+			}
+			if (msg == "") != (tt.wantErr == "") || !strings.Contains(msg, tt.wantErr) {
+				t.Errorf("CheckOrder() = %q, want an error naming %q", msg, tt.wantErr)
+			}
+			got := contract.Ordered(v1alpha1.SlotTable{Version: 3, Slots: tt.slots})
+			if tt.wantErr != "" && (got.Version != 0 || got.Slots != nil) {
+				t.Errorf("Ordered() = %+v, want no table", got)
+			}
+			if tt.wantErr == "" && (got.Version != 3 || len(got.Slots) != len(tt.slots)) {
+				t.Errorf("Ordered() = %+v, want the table", got)
+			}
+		})
+	}
+}
+
+// TestReportKey checks where a hand-off's progress is reported: the Pod's
+// name, and for a Moved hand-off the Pod's name, "_" and its slot.
+func TestReportKey(t *testing.T) {
+	seven := int32(7)
+	tests := []struct {
+		name string
+		h    v1alpha1.Handoff
+		want string
+	}{
+		{name: "Replaced", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffReplaced, Slot: &seven}, want: "cache-a"},
+		{name: "Removed", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffRemoved}, want: "cache-a"},
+		{name: "Moved", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffMoved, Slot: &seven}, want: "cache-a_7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := contract.ReportKey(tt.h); got != tt.want {
+				t.Errorf("ReportKey() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAgentName checks the name of the agent's children.
+func TestAgentName(t *testing.T) {
+	if got, want := contract.AgentName("cache"), "cache-agent"; got != want {
+		t.Errorf("AgentName() = %q, want %q", got, want)
+	}
+	if len(contract.AgentSuffix) > len(v1alpha1.DiscoverySuffix) {
+		t.Errorf("%q is longer than %q: the API's bound on a name does not hold for the agent's children", contract.AgentSuffix, v1alpha1.DiscoverySuffix)
+	}
+}
