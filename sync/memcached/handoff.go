@@ -2,15 +2,21 @@ package memcached
 
 import (
 	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
+
+// Keep warm: a leaving memcached Pod keeps serving until the agent has
+// handed its items on to the Pod that takes its slot (spec.rollout.keepWarm).
+// The agent runs in its Deployment, reports its copies in the ConfigMap
+// NAME-agent, and the status carries them as hand-offs.
 
 // Hand-off timing. The copy rate is measured (BENCHMARKS.md): the agent
 // copies at 100 MiB/s and more on loopback; the default allows half of the
@@ -35,32 +41,70 @@ func HandoffSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	return handoffSlotWaitSeconds + (mb+handoffMiBPerSecond-1)/handoffMiBPerSecond
 }
 
-// terminationGrace is the memcached Pods' grace period: with keepWarm, the
-// preStop's sleep, the hand-off and memcached's own stop.
-func terminationGrace(s *v1alpha1.MemcachedSpec) int64 {
-	if !keepWarm(s) {
-		return terminationGraceSeconds
-	}
-	return preStopSleepSeconds + HandoffSeconds(s) + handoffStopSeconds
+type handoff struct{ noFeature }
+
+func keepWarm(s *v1alpha1.MemcachedSpec) bool {
+	return s.Rollout != nil && s.Rollout.KeepWarm
 }
 
-// preStop keeps a leaving memcached serving: for preStopSleepSeconds (so
-// endpoints drop the Pod first; memcached exits at once on SIGTERM), and
-// with keepWarm then until its own memcached holds contract.DoneKey or
-// HandoffSeconds pass. It asks memcached over loopback with the image's
-// sh, nc and timeout, as the liveness check does (quit makes memcached
-// close, so nc returns at once), and passes whatever happens: a preStop
-// that fails changes nothing but a log line.
-func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
-	if !keepWarm(s) {
-		return &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStopSleepSeconds}}
+func (handoff) agentKinds(s *v1alpha1.MemcachedSpec) []string {
+	if keepWarm(s) {
+		return []string{ConfigMapKey}
 	}
-	script := fmt.Sprintf(`sleep %d
-end=$(( $(date +%%s) + %d ))
-while [ "$(date +%%s)" -lt "$end" ]; do
-  case "$(printf 'mg %s v\r\nquit\r\n' | timeout 2 nc 127.0.0.1 %d)" in VA*) exit 0 ;; esac
-  sleep 1
-done`, preStopSleepSeconds, HandoffSeconds(s), contract.DoneKey, localPort(s))
+	return nil
+}
+
+// pod has a leaving memcached wait for its hand-off (preStop), within a
+// grace period long enough for the preStop's sleep, the hand-off and
+// memcached's own stop.
+func (handoff) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if !keepWarm(s) {
+		return
+	}
+	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + HandoffSeconds(s) + handoffStopSeconds)
+	container(t, "memcached").Lifecycle.PreStop = preStop(s)
+}
+
+// agentRules let the agent write where it reports hand-offs (the hook
+// reads it), and the events that tell users what was handed on. Events
+// cannot be limited by name: they are made, not updated.
+func (handoff) agentRules(d *desire) []rbacv1.PolicyRule {
+	if !keepWarm(d.s) {
+		return nil
+	}
+	return []rbacv1.PolicyRule{{
+		APIGroups:     []string{""},
+		Resources:     []string{"configmaps"},
+		ResourceNames: []string{agentName(d.p.Name)},
+		Verbs:         []string{"get", "update", "patch"},
+	}, {
+		APIGroups: []string{"", "events.k8s.io"},
+		Resources: []string{"events"},
+		Verbs:     []string{"create"},
+	}}
+}
+
+// besideAgent is the ConfigMap the agent reports in. No data: the agent
+// writes it, and since the hook never sets it, Metacontroller's three-way
+// merge leaves it alone.
+func (handoff) besideAgent(d *desire) []any {
+	if !keepWarm(d.s) {
+		return nil
+	}
+	return []any{corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: agentMeta(d.p, agentName(d.p.Name)),
+	}}
+}
+
+// preStop keeps a leaving memcached serving for preStopSleepSeconds (so
+// endpoints drop the Pod first; memcached exits at once on SIGTERM), then
+// until its own memcached holds contract.DoneKey or HandoffSeconds pass
+// (scripts/prestop.sh).
+func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
+	script := render(preStopScript, map[string]any{
+		"Sleep": preStopSleepSeconds, "Seconds": HandoffSeconds(s), "Key": contract.DoneKey, "Port": localPort(s),
+	})
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 

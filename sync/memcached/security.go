@@ -1,7 +1,6 @@
 package memcached
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -11,12 +10,14 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// TLS and authentication in the memcached Pods.
+// TLS and authentication in the memcached Pods, and TLS on the agent's
+// configuration endpoint.
 //
 // The Secrets are mounted read-only under /run (memory, never disk) and
 // memcached reads them there; neither their contents nor anything derived
 // from them is in memcached's arguments, its environment or anything the
-// hook writes. Two small shell scripts, run with the memcached image's
+// hook writes. Two small shell scripts (scripts/check.sh, scripts/reload.sh,
+// sharing scripts/check-function.sh), run with the memcached image's
 // busybox, do what memcached cannot:
 //
 //   - An init container (check) refuses to start memcached when a Secret
@@ -27,9 +28,10 @@ import (
 //     SASL configuration and the password file memcached reads.
 //   - A sidecar (reload) watches the Secrets' volumes, which kubelet
 //     updates in place (a new ..data directory, one symlink switched), runs
-//     check's checks, and only then has the running memcached load them: SIGHUP makes memcached reload
-//     its certificates and its ASCII authentication file within a second,
-//     without a restart, so no item is lost. The Pod shares one process
+//     check's checks, and only then has the running memcached load them:
+//     SIGHUP makes memcached reload its certificates and its ASCII
+//     authentication file within a second, without a restart, so no item
+//     is lost. The Pod shares one process
 //     namespace for it. SIGHUP rather than memcached's refresh_certs
 //     command, because under SASL every connection speaks the binary
 //     protocol, which has no such command, and because the ASCII
@@ -49,6 +51,66 @@ const (
 	// reloadSeconds is how often the reload sidecar looks at the Secrets.
 	reloadSeconds = 5
 )
+
+// exporterUID is the user the exporter runs as when the Pod shares its
+// process namespace: nobody, the exporter image's own user.
+const exporterUID = 65534
+
+type security struct{ noFeature }
+
+func (security) args(s *v1alpha1.MemcachedSpec) []string { return securityArgs(s) }
+
+// pod mounts the Secrets in memcached, checks them before it starts, and
+// reloads them beside it.
+func (security) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if !secured(s) {
+		return
+	}
+	mc := container(t, "memcached")
+	mc.Env, mc.VolumeMounts = securityEnv(s), mounts(s, false)
+	t.Spec.InitContainers = []corev1.Container{scriptContainer(s, checkContainer, checkScript(s))}
+	t.Spec.Containers = append(t.Spec.Containers, scriptContainer(s, reloadContainer, reloadScript(s)))
+	t.Spec.Volumes = securityVolumes(s)
+	// The Secrets' files are readable by this group only.
+	t.Spec.SecurityContext.FSGroup = ptr(int64(memcachedUID))
+	if !reloadsBySignal(s) {
+		return
+	}
+	// The reload sidecar signals memcached.
+	t.Spec.ShareProcessNamespace = ptr(true)
+	if c := container(t, "exporter"); c != nil {
+		// The Pod shares one process namespace, where a process can read
+		// another's files through /proc/PID/root when both run as one
+		// user: as memcached's user, the exporter could read the TLS key
+		// and the users file. As another user it cannot.
+		withUser(c.SecurityContext, exporterUID)
+	}
+}
+
+// agentPod has the agent's endpoint speak TLS with memcached's own
+// certificate, and ask for client certificates when memcached does:
+// clients that use TLS to memcached use it to the endpoint too. The Secret
+// is mounted as a directory, never with subPath, so a renewed certificate
+// reaches the agent, which reloads it.
+func (security) agentPod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if s.TLS == nil {
+		return
+	}
+	const dir = "/run/memcached-agent/tls"
+	t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: s.TLS.SecretName, DefaultMode: ptr(int32(0o440))},
+	}})
+	t.Spec.SecurityContext.FSGroup = ptr(int64(agentUID))
+	c := container(t, "agent")
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: dir, ReadOnly: true})
+	c.Args = append(c.Args, "--tls-cert-file="+dir+"/tls.crt", "--tls-key-file="+dir+"/tls.key")
+	if s.TLS.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+		c.Args = append(c.Args, "--client-ca-file="+dir+"/ca.crt")
+	}
+	if s.TLS.MinVersion != "" {
+		c.Args = append(c.Args, "--tls-min-version="+s.TLS.MinVersion)
+	}
+}
 
 // localPort is the port the Pod's own containers reach memcached on.
 func localPort(s *v1alpha1.MemcachedSpec) int {
@@ -169,52 +231,6 @@ func scriptContainer(s *v1alpha1.MemcachedSpec, name, script string) corev1.Cont
 	}
 }
 
-// checkFunction is the shell function both scripts use: check the
-// Secrets' keys, the way memcached will read them. It runs in a subshell,
-// so a failure ends it alone, and its last line, which the status
-// repeats, names the field and the Secret, never a value.
-func checkFunction(s *v1alpha1.MemcachedSpec) string {
-	var b strings.Builder
-	b.WriteString("fail() { echo \"$*\" >&2; exit 1; }\ncheck() (\n")
-	if t := s.TLS; t != nil {
-		keys := []string{"tls.crt", "tls.key"}
-		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
-			keys = append(keys, "ca.crt")
-		}
-		for _, k := range keys {
-			fmt.Fprintf(&b, "  [ -s %s/%s ] || fail 'spec.tls.secretName: Secret %q has no %s, or does not exist'\n", tlsDir, k, t.SecretName, k)
-			fmt.Fprintf(&b, "  grep -q -e '-----BEGIN ' %s/%s || fail 'spec.tls.secretName: Secret %q: %s is not PEM'\n", tlsDir, k, t.SecretName, k)
-		}
-		// Then memcached itself loads the files, with the options the
-		// server has: a key that does not match the certificate, or a
-		// file OpenSSL cannot read, is caught here, not by a SIGHUP that
-		// would leave the server with a certificate and no key (its
-		// reload is not atomic). Told to listen on a TEST-NET address
-		// (RFC 5737), which no interface has, memcached exits 71
-		// (EX_OSERR) at the bind, after loading them; it exits 64
-		// (EX_USAGE) when it cannot load them. Its error names a file and
-		// OpenSSL's reason, never a value.
-		fmt.Fprintf(&b, "  out=$(timeout 10 memcached -Z -o %s -l %s -p %d -U 0 -c 64 -t 1 2>&1)\n", tlsOptions(t), trialAddress, Port)
-		fmt.Fprintf(&b, "  [ $? -eq 71 ] || fail \"spec.tls.secretName: Secret \\\"%s\\\": memcached cannot load it: $(echo \"$out\" | grep -m 1 -e '^Error' || echo \"$out\" | tail -n 1)\"\n", t.SecretName)
-	}
-	if a := s.Auth; a != nil {
-		users := authDir + "/users"
-		fmt.Fprintf(&b, "  [ -s %s ] || fail 'spec.auth.secretName: Secret %q has no users, or does not exist'\n", users, a.SecretName)
-		fmt.Fprintf(&b, "  grep -q -v -e '^[^:][^:]*:.' %s && fail 'spec.auth.secretName: Secret %q: users must hold one user:password a line, and no empty line'\n", users, a.SecretName)
-		fmt.Fprintf(&b, "  grep -q -e '^.\\{%d\\}' %s && fail 'spec.auth.secretName: Secret %q: a line of users is at most %d characters'\n", maxUserLine+1, users, a.SecretName, maxUserLine)
-		switch a.Mode {
-		case v1alpha1.AuthModeASCII:
-			fmt.Fprintf(&b, "  [ \"$(grep -c . %s)\" -le %d ] || fail 'spec.auth.secretName: Secret %q: ASCII authentication takes at most %d users'\n", users, maxASCIIUsers, a.SecretName, maxASCIIUsers)
-		case v1alpha1.AuthModeSASL:
-			// memcached's SASL password check ends a password at its
-			// first colon: "a:b" would let "a" in.
-			fmt.Fprintf(&b, "  grep -q -e '^[^:]*:.*:' %s && fail 'spec.auth.secretName: Secret %q: under SASL a password cannot hold a colon'\n", users, a.SecretName)
-		}
-	}
-	b.WriteString("  true\n)\n")
-	return b.String()
-}
-
 // trialAddress is the address the check's trial memcached is told to
 // listen on: TEST-NET-1 (RFC 5737), on no interface, so that it exits
 // once it has loaded its TLS files.
@@ -229,64 +245,64 @@ const maxUserLine = 180
 // authentication file; it ignores the rest.
 const maxASCIIUsers = 8
 
-// checkScript is the check container's: it refuses to start memcached
-// when a Secret is not usable, and for SASL writes memcached's SASL
-// configuration and password file.
-func checkScript(s *v1alpha1.MemcachedSpec) string {
-	var b strings.Builder
-	b.WriteString("set -u\numask 077\n")
-	b.WriteString(checkFunction(s))
-	b.WriteString("check || exit 1\n")
-	if s.Auth != nil && s.Auth.Mode == v1alpha1.AuthModeSASL {
-		fmt.Fprintf(&b, "echo 'mech_list: plain' > %s/memcached.conf || fail 'cannot write the SASL configuration'\n", saslDir)
-		fmt.Fprintf(&b, "%s || fail 'cannot write the SASL password file'\n", saslPasswords())
+// secretScript is what scripts/check.sh and scripts/reload.sh are
+// rendered with: where the Secrets are, and what to check in them.
+type secretScript struct {
+	TLSDir, AuthDir, SASLDir string
+	TLS                      *tlsCheck
+	Auth                     *authCheck
+	TrialAddress             string
+	Port                     int
+	// Seconds is how often reload looks at the Secrets.
+	Seconds int
+	// Signal: reload signals memcached (reloadsBySignal).
+	Signal bool
+}
+
+type tlsCheck struct {
+	Secret  string
+	Keys    []string
+	Options string
+}
+
+type authCheck struct {
+	Secret      string
+	ASCII, SASL bool
+	MaxLine     int
+	MaxUsers    int
+}
+
+func secretScriptOf(s *v1alpha1.MemcachedSpec) secretScript {
+	sc := secretScript{TLSDir: tlsDir, AuthDir: authDir, SASLDir: saslDir, TrialAddress: trialAddress, Port: Port,
+		Seconds: reloadSeconds, Signal: reloadsBySignal(s)}
+	if t := s.TLS; t != nil {
+		keys := []string{"tls.crt", "tls.key"}
+		if t.ClientCertificates == v1alpha1.ClientCertificatesRequired {
+			keys = append(keys, "ca.crt")
+		}
+		sc.TLS = &tlsCheck{Secret: t.SecretName, Keys: keys, Options: tlsOptions(t)}
 	}
-	b.WriteString("echo 'the Secrets are ready'\n")
-	return b.String()
+	if a := s.Auth; a != nil {
+		sc.Auth = &authCheck{Secret: a.SecretName, ASCII: a.Mode == v1alpha1.AuthModeASCII, SASL: a.Mode == v1alpha1.AuthModeSASL,
+			MaxLine: maxUserLine, MaxUsers: maxASCIIUsers}
+	}
+	return sc
 }
 
-// saslPasswords writes the SASL password file from the users file: SASL
-// looks a user up as user@hostname, so a user without a realm gets the
-// Pod's hostname, which is the one memcached sees.
-func saslPasswords() string {
-	return fmt.Sprintf(`sed "/^[^:@]*:/ s/^\([^:]*\):/\1@$(hostname):/" %s/users > %s/pwdb.new && mv %s/pwdb.new %s/pwdb`, authDir, saslDir, saslDir, saslDir)
-}
+// checkScript is the check container's (scripts/check.sh): it refuses to
+// start memcached when a Secret is not usable, and for SASL writes
+// memcached's SASL configuration and password file.
+func checkScript(s *v1alpha1.MemcachedSpec) string { return render(checkScriptName, secretScriptOf(s)) }
 
-// reloadScript watches the Secrets' volumes for kubelet's update (the
-// ..data symlink switched) and has memcached load them, once they pass the
-// check container's checks: a Secret updated with a missing or malformed
-// key leaves memcached with what it had. It loads them once at start too,
-// for an update that came between the check container and the sidecar's
-// first look, and retries a load that failed at the next look. It signals
-// memcached only once memcached handles SIGHUP (which it does from its
-// first instruction on; before that the signal would kill it).
+// reloadScript (scripts/reload.sh) watches the Secrets' volumes for
+// kubelet's update (the ..data symlink switched) and has memcached load
+// them, once they pass the check container's checks: a Secret updated with
+// a missing or malformed key leaves memcached with what it had. It loads
+// them once at start too, for an update that came between the check
+// container and the sidecar's first look, and retries a load that failed
+// at the next look. It signals memcached only once memcached handles
+// SIGHUP (which it does from its first instruction on; before that the
+// signal would kill it).
 func reloadScript(s *v1alpha1.MemcachedSpec) string {
-	var dirs []string
-	if s.TLS != nil {
-		dirs = append(dirs, tlsDir)
-	}
-	if s.Auth != nil {
-		dirs = append(dirs, authDir)
-	}
-	var b strings.Builder
-	b.WriteString("set -u\numask 077\n")
-	b.WriteString(checkFunction(s))
-	b.WriteString("state() {")
-	for _, d := range dirs {
-		fmt.Fprintf(&b, " readlink %s/..data;", d)
-	}
-	fmt.Fprintf(&b, " }\nlast=\nwhile sleep %d; do\n  now=$(state)\n  [ \"$now\" = \"$last\" ] && continue\n", reloadSeconds)
-	b.WriteString("  check || { echo 'a Secret changed but is not usable: memcached keeps the previous one'; last=$now; continue; }\n")
-	if s.Auth != nil && s.Auth.Mode == v1alpha1.AuthModeSASL {
-		fmt.Fprintf(&b, "  %s || { echo 'cannot write the SASL password file'; continue; }\n", saslPasswords())
-	}
-	if reloadsBySignal(s) {
-		b.WriteString("  pid=$(pidof memcached) || continue\n")
-		b.WriteString("  caught=$(sed -n 's/^SigCgt:[[:space:]]*//p' /proc/$pid/status)\n")
-		// SigCgt has bit n-1 set for signal n: SIGHUP (1) is bit 0.
-		b.WriteString("  [ $(( 0x${caught:-0} & 1 )) -ne 0 ] || continue\n")
-		b.WriteString("  kill -HUP $pid || continue\n")
-	}
-	b.WriteString("  last=$now\n  echo \"memcached has the Secrets of $(echo $now)\"\ndone\n")
-	return b.String()
+	return render(reloadScriptName, secretScriptOf(s))
 }

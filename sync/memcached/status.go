@@ -325,26 +325,6 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts O
 	return cond(ConditionDegraded, true, reason, strings.Join(msgs, "; "))
 }
 
-// missingKinds names the child kinds the spec needs that the
-// CompositeController does not manage, so the hook could not make them.
-func missingKinds(s *v1alpha1.MemcachedSpec, obs observed) []string {
-	need := []string{ServiceKey, NetworkPolicyKey}
-	if *s.Size > 1 {
-		need = append(need, PDBKey)
-	}
-	if wantsServiceMonitor(s) {
-		need = append(need, ServiceMonitorKey)
-	}
-	need = append(need, neededKinds(s)...)
-	var missing []string
-	for _, k := range need {
-		if !obs.managed[k] && !slices.Contains(missing, k) {
-			missing = append(missing, k)
-		}
-	}
-	return missing
-}
-
 // checkFailure tells whether a Pod's check container refused to start
 // memcached, and why: the last line it wrote, which names the field and
 // the Secret (never a value; see checkScript). A check that failed before
@@ -492,3 +472,12 @@ func slotTable(prev v1alpha1.SlotTable, a slots.Assignment, now time.Time) v1alp
 
 // hasChild tells whether a child of kind (its key) and name was observed.
 func (obs observed) hasChild(kind, name string) bool { return obs.names[kind+"/"+name] }
+
+// serviceEndpoint is the host:port of the Service name, once it is
+// observed, for a feature that is on.
+func (obs observed) serviceEndpoint(p *metacontroller.Parent, on bool, name string, port int) string {
+	if !on || !obs.hasChild(ServiceKey, name) {
+		return ""
+	}
+	return name + "." + p.Namespace + ".svc:" + strconv.Itoa(port)
+}

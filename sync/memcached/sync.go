@@ -203,25 +203,6 @@ func keepChildren(children map[string]map[string]metacontroller.Child) []any {
 	return out
 }
 
-// keepAgentChildren answers, as keepChildren does, the observed children
-// of the agent and the proxy tier (named NAME-agent, NAME-discovery or
-// NAME-proxy): what stays while the hook cannot build them.
-func keepAgentChildren(name string, children map[string]map[string]metacontroller.Child) []any {
-	names := map[string]bool{agentName(name): true, discoveryName(name): true, proxyName(name): true}
-	ours := map[string]map[string]metacontroller.Child{}
-	for kind, objs := range children {
-		for key, c := range objs {
-			if names[c.Metadata.Name] {
-				if ours[kind] == nil {
-					ours[kind] = map[string]metacontroller.Child{}
-				}
-				ours[kind][key] = c
-			}
-		}
-	}
-	return keepChildren(ours)
-}
-
 // isObject tells whether s is a JSON object with a kind, as every child
 // must be.
 func isObject(s string) bool {
