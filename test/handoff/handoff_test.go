@@ -36,6 +36,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/pod"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // The load: a key space that fits the Pods, read 19 times for every
@@ -207,7 +208,7 @@ func sample(t *testing.T, name string, load *dataplane.Load) *sampler {
 			now := load.Counts()
 			d := now.Sub(last)
 			last = now
-			fmt.Printf("BenchmarkHandoff/%s/t=%03ds 1 %.3f hit-ratio %d gets %d errors %d stale\n", s.name, int(time.Since(s.start).Seconds()), d.HitRatio(), d.Hits+d.Misses, d.Errors, d.Stale)
+			testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/%s/t=%03ds", s.name, int(time.Since(s.start).Seconds())), "%.3f hit-ratio %d gets %d errors %d stale", d.HitRatio(), d.Hits+d.Misses, d.Errors, d.Stale)
 		}
 	}()
 	return s
@@ -277,7 +278,7 @@ func TestRollingReplacement(t *testing.T) {
 				}
 			})
 			s.done()
-			fmt.Printf("BenchmarkHandoff/%s/rolling-replacement 1 %.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale\n", tt.name, before, during, during/before, stale)
+			testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/%s/rolling-replacement", tt.name), "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
 			// With keepWarm the copy waits --handoff-settle for the
 			// proxy to switch before it reads the leaving Pod, so no
 			// write the leaving Pod took is lost to an older copy (the
@@ -337,7 +338,7 @@ func TestScaleDown(t *testing.T) {
 	if strings.Join(table, " ") != "shrink-0 shrink-3 shrink-2" {
 		t.Errorf("slots after the scale-down: %v, want shrink-3 moved into shrink-1's", table)
 	}
-	fmt.Printf("BenchmarkHandoff/keepwarm/scale-down-4-to-3 1 %.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale\n", before, during, during/before, stale)
+	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-down-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
 	if stale != 0 {
 		t.Errorf("%d stale reads through the scale-down, want 0: a Pod served values older than writes the cache acknowledged", stale)
 	}
@@ -372,7 +373,7 @@ func TestKilledWithoutGrace(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	})
 	s.done()
-	fmt.Printf("BenchmarkHandoff/keepwarm/killed-without-grace 1 %.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before\n", before, after, after/before)
+	testutil.Benchmark("BenchmarkHandoff/keepwarm/killed-without-grace", "%.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before", before, after, after/before)
 	if stale != 0 {
 		t.Errorf("%d stale reads after losing a Pod: nothing was copied, so none can be", stale)
 	}
@@ -422,8 +423,8 @@ func TestDiscoveryClientThroughARollout(t *testing.T) {
 			got, _ := m["version"].(float64)
 			return m["event"] == "config" && int64(got) == v
 		})
-		fmt.Printf("BenchmarkHandoff/discovery-client/after-replacement-%d 1 %.3f hit-ratio\n", i+1, ratio())
+		testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/discovery-client/after-replacement-%d", i+1), "%.3f hit-ratio", ratio())
 	}
 	after := ratio()
-	fmt.Printf("BenchmarkHandoff/discovery-client/rolling-replacement 1 %.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before\n", before, after, after/before)
+	testutil.Benchmark("BenchmarkHandoff/discovery-client/rolling-replacement", "%.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before", before, after, after/before)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // ipOf is the address of Pod m-N: a loopback alias of this package's own
@@ -158,7 +159,7 @@ func (f *fixture) change(step string, edit func()) v1alpha1.SlotTable {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if timed && probe != "" {
-		fmt.Printf("BenchmarkProxyPoolSwitch/%s 1 %.3f s\n", step, time.Since(renamed).Seconds())
+		testutil.Benchmark("BenchmarkProxyPoolSwitch/"+step, "%.3f s", time.Since(renamed).Seconds())
 	}
 	f.waitPool(step, after)
 	if !dataplane.WaitFor(10*time.Second, func() bool { return f.proxy.Stats(f.t)["proxy_config_reloads"] != reloads }) {
@@ -233,7 +234,7 @@ func moved(step string, before, after map[string]string, keys []string, ideal st
 			n++
 		}
 	}
-	fmt.Printf("BenchmarkProxyKeysMoved/%s 1 %.2f %%moved %s\n", step, 100*float64(n)/float64(len(keys)), ideal)
+	testutil.Benchmark("BenchmarkProxyKeysMoved/"+step, "%.2f %%moved %s", 100*float64(n)/float64(len(keys)), ideal)
 }
 
 // metric reads one of the agent's metrics.
@@ -273,7 +274,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.client = dataplane.StartNodeClient(t, "nodes", f.proxy.Addr())
 	began := time.Now()
 	placed := f.place("first pool", table)
-	fmt.Printf("BenchmarkProxyPlace/npm-set-through-proxy-and-locate 1 %.3f s %d keys\n", time.Since(began).Seconds(), keyCount)
+	testutil.Benchmark("BenchmarkProxyPlace/npm-set-through-proxy-and-locate", "%.3f s %d keys", time.Since(began).Seconds(), keyCount)
 
 	// A replaced Pod: m-2 (slot 1) is deleted, m-4 takes its slot while
 	// m-2 is still terminating; then m-2 is gone.
