@@ -162,11 +162,21 @@ func (k *cluster) leave(name string) (time.Duration, *v1alpha1.HandoffProgress) 
 	go func() { done <- k.pods[name].Terminate() }()
 	var last *v1alpha1.HandoffProgress
 	var term pod.Termination
+	// Terminate ends within the grace period and the kill after it; this
+	// bound only keeps a broken harness from hanging the test.
+	grace := 30 * time.Second
+	if g := k.tmpl.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	deadline := time.Now().Add(grace + 30*time.Second)
 	for waiting := true; waiting; {
 		select {
 		case term = <-done:
 			waiting = false
 		case <-time.After(200 * time.Millisecond):
+		}
+		if waiting && time.Now().After(deadline) {
+			k.t.Fatalf("%s did not end within %s of its deletion", name, grace+30*time.Second)
 		}
 		// The agent's reports reach the status, as through ConfigMap
 		// NAME-agent.
