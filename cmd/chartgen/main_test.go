@@ -3,12 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 const (
@@ -20,7 +21,7 @@ const (
 // chart generates from the manifests now, and checks that generating
 // twice gives the same bytes.
 func TestChartIsUpToDate(t *testing.T) {
-	kubectl := lookKubectl(t)
+	kubectl := testutil.Program(t, "KUBECTL_BIN", "kubectl")
 	ctx := context.Background()
 	files, err := generateChart(ctx, kubectl, manifestsDir, chartDir)
 	if err != nil {
@@ -46,7 +47,7 @@ func TestChartIsUpToDate(t *testing.T) {
 // TestRunWrites runs the command into a copy of the chart's directory: it
 // writes the chart and removes a template that is no longer generated.
 func TestRunWrites(t *testing.T) {
-	kubectl := lookKubectl(t)
+	kubectl := testutil.Program(t, "KUBECTL_BIN", "kubectl")
 	dir := filepath.Join(t.TempDir(), "memcached-operator")
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	if err != nil {
@@ -135,27 +136,4 @@ func TestReadmeValues(t *testing.T) {
 	if _, err := g.readmeValues(values); err == nil || !strings.Contains(err.Error(), "no values section") {
 		t.Errorf("got error %v, want one saying the README has no values section", err)
 	}
-}
-
-// lookKubectl is the kubectl make test builds, skipping t (failing it
-// when CI is set) without one.
-func lookKubectl(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("KUBECTL_BIN")
-	problem := ""
-	switch _, err := os.Stat(path); {
-	case path == "":
-		problem = "KUBECTL_BIN is not set"
-	case err != nil:
-		problem = fmt.Sprintf("KUBECTL_BIN=%s: %v", path, err)
-	}
-	if problem == "" {
-		return path
-	}
-	msg := "no kubectl: " + problem + "; run `make test-tools` to build it (and `make test` to set the variables)"
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + " (CI is set, so this is an error)")
-	}
-	t.Skip(msg)
-	return ""
 }

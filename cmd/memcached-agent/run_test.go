@@ -320,7 +320,7 @@ func TestRunFromFile(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("BenchmarkRunFromFileServed\t1\t%.1f ms/op", float64(time.Since(changed).Microseconds())/1000)
+	testutil.Benchmark("BenchmarkRunFromFileServed", "%.1f ms/op", float64(time.Since(changed).Microseconds())/1000)
 
 	// A status computed from an older copy landed last, with a lower
 	// version: its list is served, under a version above the one served.

@@ -17,6 +17,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // EnvLua names memcached's own Lua interpreter (make test builds it from
@@ -29,14 +30,7 @@ const EnvLua = "MEMCACHED_LUA_BIN"
 // backends routelib was given, "refused ..." or "raised ...".
 func runProxyLua(t *testing.T, files []string) []string {
 	t.Helper()
-	lua := os.Getenv(EnvLua)
-	if _, err := os.Stat(lua); lua == "" || err != nil {
-		msg := fmt.Sprintf("no memcached Lua interpreter (%s=%q): run make test, or make memcached-lua", EnvLua, lua)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
+	lua := testutil.Program(t, EnvLua, "memcached Lua interpreter (make memcached-lua builds it alone)")
 	config := filepath.Join(t.TempDir(), "proxy.lua")
 	if err := os.WriteFile(config, []byte(memcached.ProxyConfig), 0o644); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 const (
@@ -86,7 +88,7 @@ func TestComponentsAreKnown(t *testing.T) {
 // the Pod Security label, which helm --create-namespace cannot set).
 func TestChartRendersTheKustomizeBuild(t *testing.T) {
 	helm := newHelm(t)
-	kubectl := lookPath(t, "KUBECTL_BIN", "kubectl")
+	kubectl := testutil.Program(t, "KUBECTL_BIN", "kubectl")
 
 	type testCase struct {
 		name   string
@@ -493,29 +495,6 @@ func relTo(t *testing.T, dir, target string) string {
 	return rel
 }
 
-// lookPath is the program the environment variable env names, skipping t
-// (failing it when CI is set) when there is none.
-func lookPath(t *testing.T, env, what string) string {
-	t.Helper()
-	path := os.Getenv(env)
-	problem := ""
-	switch _, err := os.Stat(path); {
-	case path == "":
-		problem = env + " is not set"
-	case err != nil:
-		problem = fmt.Sprintf("%s=%s: %v", env, path, err)
-	}
-	if problem == "" {
-		return path
-	}
-	msg := fmt.Sprintf("no %s: %s; run `make test-tools` to build it (and `make test` to set the variables)", what, problem)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + " (CI is set, so this is an error)")
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // helmCmd runs helm with its configuration, cache and data in a temporary
 // directory, so that nothing of the user's (repositories, plugins) counts.
 type helmCmd struct {
@@ -525,7 +504,7 @@ type helmCmd struct {
 
 func newHelm(t *testing.T) helmCmd {
 	t.Helper()
-	path := lookPath(t, "HELM_BIN", "helm")
+	path := testutil.Program(t, "HELM_BIN", "helm")
 	home := t.TempDir()
 	return helmCmd{path: path, env: append(os.Environ(),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),

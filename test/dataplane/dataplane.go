@@ -39,28 +39,6 @@ const (
 // Port is memcached's, on every Pod.
 const Port = 11211
 
-// require returns the path the environment variable names, skipping t
-// (failing it under CI) when it is unset or names nothing.
-func require(t testing.TB, env, what string) string {
-	t.Helper()
-	path := os.Getenv(env)
-	problem := ""
-	if path == "" {
-		problem = env + " is not set"
-	} else if _, err := os.Stat(path); err != nil {
-		problem = fmt.Sprintf("%s=%s: %v", env, path, err)
-	}
-	if problem == "" {
-		return path
-	}
-	msg := fmt.Sprintf("dataplane: no %s: %s; run `make test` (make test-tools builds it)", what, problem)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + " (CI is set, so this is an error)")
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // Memcached is a memcached process standing in for a Pod.
 type Memcached struct {
 	IP   string
@@ -73,7 +51,7 @@ type Memcached struct {
 // -l), waits until it answers, and stops it when the test ends.
 func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 	t.Helper()
-	bin := require(t, EnvMemcached, "memcached")
+	bin := testutil.Program(t, EnvMemcached, "memcached 1.6.45")
 	argv := append([]string{"-p", fmt.Sprint(Port), "-l", ip, "-U", "0"}, args...)
 	if os.Geteuid() == 0 {
 		argv = append(argv, "-u", "nobody")
@@ -307,14 +285,8 @@ type NodeClient struct {
 // ms; or "nodes", list).
 func StartNodeClient(t testing.TB, args ...string) *NodeClient {
 	t.Helper()
-	dir := require(t, EnvNPMClients, "npm clients")
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("dataplane: no node on PATH (CI is set, so this is an error)")
-		}
-		t.Skip("dataplane: no node on PATH")
-	}
+	dir := testutil.Program(t, EnvNPMClients, "npm clients")
+	node := testutil.Installed(t, "node", "the npm clients run in it")
 	// An ES module resolves its imports from its own directory: the
 	// script runs from beside node_modules.
 	src, err := os.ReadFile(filepath.Join(testutil.Root(), "test", "clients", "node", "client.mjs"))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // ProxySetup is the proxy tier as the hook answered it for the Memcached
@@ -116,7 +117,7 @@ func ReadableDir(t testing.TB) string {
 // request). It is killed when the test ends.
 func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
 	t.Helper()
-	bin := require(t, EnvMemcached, "memcached")
+	bin := testutil.Program(t, EnvMemcached, "memcached 1.6.45")
 	dir := ReadableDir(t)
 	config := filepath.Join(dir, "config.lua")
 	if err := os.WriteFile(config, []byte(setup.Config), 0o644); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // ipOf is the address of Pod m-N: a loopback alias of this package's own
@@ -67,7 +68,7 @@ func TestAutoDiscoveryClientFollowsTheCluster(t *testing.T) {
 			t.Errorf("%s: version %d did not rise from %d", step, st.SlotTable.Version, version)
 		}
 		version = st.SlotTable.Version
-		fmt.Printf("BenchmarkDiscovery/%s/status-to-client 1 %.3f s\n", step, took.Seconds())
+		testutil.Benchmark(fmt.Sprintf("BenchmarkDiscovery/%s/status-to-client", step), "%.3f s", took.Seconds())
 
 		prefix := strings.ReplaceAll(step, " ", "-") + ":"
 		res := client.Do(t, map[string]any{"op": "set", "prefix": prefix, "n": 300})

@@ -188,7 +188,7 @@ func record(t *testing.T, name string, d time.Duration, extra string) {
 
 // String renders a figure as a line benchstat reads.
 func (tm timing) String() string {
-	s := fmt.Sprintf("BenchmarkE2E/%s 1 %.2f s", tm.name, tm.seconds)
+	s := testutil.BenchmarkLine("BenchmarkE2E/"+tm.name, "%.2f s", tm.seconds)
 	if tm.extra != "" {
 		s += " " + tm.extra
 	}

@@ -367,13 +367,7 @@ func repoRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("git"); err != nil {
-		msg := "git is not installed; the repository's hygiene tests need it to read .gitignore"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
+	testutil.Installed(t, "git", "the repository's hygiene tests need it to read .gitignore")
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/pod"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // dialAddr connects from the test process to memcached at addr, a Pod's
@@ -182,8 +183,8 @@ func TestTermination(t *testing.T) {
 				t.Errorf("memcached ended at %v, past the grace period %v", m.Exited, grace)
 			}
 			name := strings.ReplaceAll(tt.name, " ", "-")
-			t.Logf("BenchmarkTermination/%s/preStop\t1\t%.2f s", name, m.PreStop.Seconds())
-			t.Logf("BenchmarkTermination/%s/exited\t1\t%.2f s", name, m.Exited.Seconds())
+			testutil.Benchmark(fmt.Sprintf("BenchmarkTermination/%s/preStop", name), "%.2f s", m.PreStop.Seconds())
+			testutil.Benchmark(fmt.Sprintf("BenchmarkTermination/%s/exited", name), "%.2f s", m.Exited.Seconds())
 		})
 	}
 }
@@ -214,7 +215,7 @@ func TestKill(t *testing.T) {
 	if m.Exited > terminateSlack {
 		t.Errorf("memcached ended %v after the kill, want at once", m.Exited)
 	}
-	t.Logf("BenchmarkKill/memcached-exited\t1\t%.1f ms", float64(m.Exited.Microseconds())/1000)
+	testutil.Benchmark("BenchmarkKill/memcached-exited", "%.1f ms", float64(m.Exited.Microseconds())/1000)
 
 	// The lost Pod's connection ends, and its address no longer leads
 	// to memcached (whatever the machine's default route leads to may

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // memcachedUser is the user the test Pods run as (the official image's).
@@ -219,7 +221,7 @@ func TestNothingLeftBehind(t *testing.T) {
 			t.Logf("helper: %v", err)
 			began := time.Now()
 			checkGone(t, &n, pid)
-			t.Logf("BenchmarkPodGoneAfterTestProcess/%s\t1\t%.1f ms", mode, float64(time.Since(began).Microseconds())/1000)
+			testutil.Benchmark("BenchmarkPodGoneAfterTestProcess/"+mode, "%.1f ms", float64(time.Since(began).Microseconds())/1000)
 			// The Pod's files are the test's cleanup's to remove, which a
 			// killed process does not run.
 			if _, err := os.Stat(dir); err == nil && mode != "sigkill" {

@@ -68,6 +68,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Environment variables naming the programs.
@@ -200,7 +202,7 @@ func Run(t testing.TB, template corev1.PodTemplateSpec, opts Options) *Pod {
 	n, err := startNetwork(bins.ip, p.sandbox.cmd.Process.Pid)
 	p.net = n // what there is of it, for end to remove
 	if errors.Is(err, errNoVeth) {
-		unavailable(t, "pod: cannot run Pods here: "+err.Error())
+		testutil.Unavailable(t, "pod: cannot run Pods here: "+err.Error())
 	}
 	if err != nil {
 		t.Fatalf("pod: the Pod's network: %v", err)
@@ -268,19 +270,9 @@ func lookup(t testing.TB) binaries {
 		missing = append(missing, "root (namespaces and the Pod's user)")
 	}
 	if len(missing) > 0 {
-		unavailable(t, "pod: cannot run Pods here: "+strings.Join(missing, "; ")+" (make test builds and installs them, as root)")
+		testutil.Unavailable(t, "pod: cannot run Pods here: "+strings.Join(missing, "; ")+" (make test builds and installs them, as root)")
 	}
 	return b
-}
-
-// unavailable skips the test for what the machine lacks, or fails it
-// under CI.
-func unavailable(t testing.TB, msg string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg + " (CI is set, so this is an error)")
-	}
-	t.Skip(msg)
 }
 
 // installImages lays out, for each image the Pod knows, a directory of the

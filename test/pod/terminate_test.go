@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // slack is what a loaded machine may add to a wait: a signal sent, a
@@ -211,5 +213,5 @@ func TestKill(t *testing.T) {
 			t.Errorf("%s ended with %v, want signal: killed", c.Name, c.Err)
 		}
 	}
-	t.Logf("BenchmarkKill\t1\t%.1f ms", float64(got.Took.Microseconds())/1000)
+	testutil.Benchmark("BenchmarkKill", "%.1f ms", float64(got.Took.Microseconds())/1000)
 }

@@ -13,8 +13,9 @@
 // lands where slots.Place says, times each change from the file's rename
 // to the proxy routing by the new pool, and checks that the proxy never
 // restarts or exits: not when every backend is gone, not when the agent is
-// given a broken or foreign Memcached. Figures are printed as benchmark
-// lines, never asserted.
+// given a broken or foreign Memcached. The share of keys moved is
+// deterministic for the fixed keys: printed and asserted exactly. Times are
+// printed as benchmark lines, never asserted.
 package proxy_test
 
 import (
@@ -30,6 +31,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // ipOf is the address of Pod m-N: a loopback alias of this package's own
@@ -158,7 +160,7 @@ func (f *fixture) change(step string, edit func()) v1alpha1.SlotTable {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if timed && probe != "" {
-		fmt.Printf("BenchmarkProxyPoolSwitch/%s 1 %.3f s\n", step, time.Since(renamed).Seconds())
+		testutil.Benchmark("BenchmarkProxyPoolSwitch/"+step, "%.3f s", time.Since(renamed).Seconds())
 	}
 	f.waitPool(step, after)
 	if !dataplane.WaitFor(10*time.Second, func() bool { return f.proxy.Stats(f.t)["proxy_config_reloads"] != reloads }) {
@@ -224,17 +226,36 @@ func (f *fixture) place(step string, table v1alpha1.SlotTable) map[string]string
 	return holder
 }
 
-// moved prints how many keys changed server between two placements, next
-// to the ideal share, in percent.
-func moved(step string, before, after map[string]string, keys []string, ideal string) {
-	n := 0
+// moved prints the share of keys that changed server between two
+// placements, next to the ideal share in percent, and asserts it exactly:
+// the keys are fixed, so the keys that move are those want says, from
+// slots.Place alone (a key of slot s among n slots: slots.Place(key, n)).
+func moved(t *testing.T, step string, before, after map[string]string, keys []string, want func(key []byte) bool, ideal string) {
+	t.Helper()
+	n, wantN, wrong := 0, 0, 0
 	for _, k := range keys {
-		if before[k] != after[k] {
+		got := before[k] != after[k]
+		if got {
 			n++
 		}
+		if want([]byte(k)) {
+			wantN++
+		}
+		if got != want([]byte(k)) {
+			if wrong < 5 {
+				t.Errorf("%s: %s moved %v (from %q to %q), want %v", step, k, got, before[k], after[k], !got)
+			}
+			wrong++
+		}
 	}
-	fmt.Printf("BenchmarkProxyKeysMoved/%s 1 %.2f %%moved %s\n", step, 100*float64(n)/float64(len(keys)), ideal)
+	testutil.Benchmark("BenchmarkProxyKeysMoved/"+step, "%.2f %%moved %s", 100*float64(n)/float64(len(keys)), ideal)
+	if n != wantN || wrong > 0 {
+		t.Errorf("%s: %d of %d keys changed server (%.2f %%), %d of them wrongly; want %d (%.2f %%)", step, n, len(keys), 100*float64(n)/float64(len(keys)), wrong, wantN, 100*float64(wantN)/float64(len(keys)))
+	}
 }
+
+// in is a key of slot s among n slots.
+func in(key []byte, s, n int) bool { return slots.Place(key, n) == s }
 
 // metric reads one of the agent's metrics.
 func metric(t *testing.T, admin, name string) string {
@@ -273,7 +294,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.client = dataplane.StartNodeClient(t, "nodes", f.proxy.Addr())
 	began := time.Now()
 	placed := f.place("first pool", table)
-	fmt.Printf("BenchmarkProxyPlace/npm-set-through-proxy-and-locate 1 %.3f s %d keys\n", time.Since(began).Seconds(), keyCount)
+	testutil.Benchmark("BenchmarkProxyPlace/npm-set-through-proxy-and-locate", "%.3f s %d keys", time.Since(began).Seconds(), keyCount)
 
 	// A replaced Pod: m-2 (slot 1) is deleted, m-4 takes its slot while
 	// m-2 is still terminating; then m-2 is gone.
@@ -284,7 +305,8 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.kill("m-2")
 	_, table, _ = f.publish()
 	now := f.place("replaced-pod", table)
-	moved("replaced-pod", placed, now, f.keys, "33.33 %ideal")
+	// The replaced Pod's slot, and only it, changes server.
+	moved(t, "replaced-pod", placed, now, f.keys, func(k []byte) bool { return in(k, 1, 3) }, "33.33 %ideal")
 	placed = now
 
 	// 3 -> 4: m-5 takes the new slot 3.
@@ -293,7 +315,8 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		f.c.Pods = append(f.c.Pods, f.pod(5))
 	})
 	now = f.place("grow-3-to-4", table)
-	moved("grow-3-to-4", placed, now, f.keys, "25.00 %ideal")
+	// Jump hash moves to the new slot only: the keys it gives slot 3.
+	moved(t, "grow-3-to-4", placed, now, f.keys, func(k []byte) bool { return in(k, 3, 4) }, "25.00 %ideal")
 	placed = now
 
 	// 4 -> 3, the last slot's Pod leaving: only its keys move.
@@ -304,7 +327,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.kill("m-5")
 	_, table, _ = f.publish()
 	now = f.place("shrink-4-to-3-last", table)
-	moved("shrink-4-to-3-last", placed, now, f.keys, "25.00 %ideal")
+	moved(t, "shrink-4-to-3-last", placed, now, f.keys, func(k []byte) bool { return in(k, 3, 4) }, "25.00 %ideal")
 
 	// 3 -> 4 again (m-6 in slot 3), then 4 -> 3 with a middle Pod
 	// leaving: m-4 (slot 1) goes, and sync/slots moves m-6 from slot 3
@@ -325,7 +348,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.kill("m-4")
 	_, table, _ = f.publish()
 	now = f.place("shrink-4-to-3-middle", table)
-	moved("shrink-4-to-3-middle", placed, now, f.keys, "25.00 %ideal 41.67 %jump-hash-expected")
+	moved(t, "shrink-4-to-3-middle", placed, now, f.keys, func(k []byte) bool { return in(k, 1, 4) || in(k, 3, 4) && !in(k, 1, 3) }, "25.00 %ideal 41.67 %jump-hash-expected")
 	placed = now
 
 	// A broken file and another Memcached: the agent keeps the pool and
@@ -398,7 +421,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		}
 	})
 	now = f.place("ready-again", table)
-	moved("not-ready-and-back", placed, now, f.keys, "0.00 %ideal")
+	moved(t, "not-ready-and-back", placed, now, f.keys, func([]byte) bool { return false }, "0.00 %ideal")
 
 	// Every Pod gone, then the Memcached scaled to 0: the pool is
 	// placeholders, then one; the proxy lives and answers errors.

@@ -102,7 +102,7 @@ func TestFileFollowsRewrites(t *testing.T) {
 		if cur.Version != s.version || strings.Join(ips, " ") != s.hosts {
 			t.Errorf("%s: serving version %d %v, want %d [%s]", s.name, cur.Version, ips, s.version, s.hosts)
 		}
-		t.Logf("BenchmarkFromFileServed/%s\t1\t%.1f ms/op", strings.ReplaceAll(s.name, " ", "-"), float64(took.Microseconds())/1000)
+		testutil.Benchmark("BenchmarkFromFileServed/"+s.name, "%.1f ms/op", float64(took.Microseconds())/1000)
 	}
 }
 

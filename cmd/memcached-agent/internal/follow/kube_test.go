@@ -90,7 +90,7 @@ func TestKubeFollowsStatus(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%s: version %d not served within 20 s", step.name, step.version)
 		}
-		t.Logf("BenchmarkWatchServed/%s\t1\t%.1f ms/op", step.name, float64(time.Since(start).Microseconds())/1000)
+		testutil.Benchmark("BenchmarkWatchServed/"+step.name, "%.1f ms/op", float64(time.Since(start).Microseconds())/1000)
 		if cur := pub.Current(); cur.Version != step.version || len(cur.Nodes) != len(step.ips) {
 			t.Errorf("%s: serving version %d with %d servers, want %d with %d", step.name, cur.Version, len(cur.Nodes), step.version, len(step.ips))
 		}

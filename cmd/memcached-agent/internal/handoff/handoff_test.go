@@ -21,6 +21,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // testLogger logs to the test's output with -v, else nowhere.
@@ -527,8 +528,7 @@ func TestRates(t *testing.T) {
 			if p.State != "Done" || p.Items != int64(count) || p.Bytes != total {
 				t.Fatalf("final report %+v, want Done, %d items, %d bytes", p, count, total)
 			}
-			t.Logf("BenchmarkHandoffCopy/%s\t1\t%.0f items/s\t%.1f MiB/s\t%d items\t%.2f s",
-				tt.name, float64(count)/took, float64(total)/(1<<20)/took, count, took)
+			testutil.Benchmark("BenchmarkHandoffCopy/"+tt.name, "%.0f items/s %.1f MiB/s %d items %.2f s", float64(count)/took, float64(total)/(1<<20)/took, count, took)
 		})
 	}
 }

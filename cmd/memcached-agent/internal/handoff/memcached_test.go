@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // The tests run memcached on 127.20.1.N:11211 (port 11211 because the
@@ -34,21 +35,6 @@ func nextIP(t *testing.T) string {
 	return fmt.Sprintf("127.20.1.%d", n)
 }
 
-// memcachedBin is memcached 1.6.45 (MEMCACHED_BIN, which make test sets),
-// or the test skips naming what is missing (fails under CI).
-func memcachedBin(t testing.TB) string {
-	t.Helper()
-	bin := os.Getenv("MEMCACHED_BIN")
-	if _, err := os.Stat(bin); bin == "" || err != nil {
-		msg := fmt.Sprintf("no memcached 1.6.45: MEMCACHED_BIN=%q (make test builds it and sets it)", bin)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
-	return bin
-}
-
 // server is a memcached process.
 type server struct {
 	ip, addr string
@@ -59,7 +45,7 @@ type server struct {
 // startServer runs memcached on ip:11211 with -m memoryMB and extra args.
 func startServer(t testing.TB, ip string, memoryMB int, args ...string) *server {
 	t.Helper()
-	bin := memcachedBin(t)
+	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45")
 	a := []string{"-l", ip, "-p", "11211", "-U", "0", "-t", "2", "-m", strconv.Itoa(memoryMB)}
 	if os.Geteuid() == 0 {
 		a = append(a, "-u", "nobody")

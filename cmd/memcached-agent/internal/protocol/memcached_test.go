@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // startMemcached runs the real memcached 1.6.45 (MEMCACHED_BIN, which make
@@ -18,14 +19,7 @@ import (
 // missing (fails under CI).
 func startMemcached(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("MEMCACHED_BIN")
-	if _, err := os.Stat(bin); bin == "" || err != nil {
-		msg := fmt.Sprintf("no memcached 1.6.45 to compare with: MEMCACHED_BIN=%q (make test builds it and sets it)", bin)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
+	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45 to compare with")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

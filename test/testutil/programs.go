@@ -1,0 +1,71 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Unavailable skips t for what this machine lacks (msg names it, and how
+// to get it), or fails t when the environment sets CI: make test and CI
+// run every test, and a skip there would pass a test that never ran.
+func Unavailable(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg + " (CI is set, so this is an error)")
+	}
+	t.Skip(msg)
+}
+
+// Program is the real program a test runs, at the path environment
+// variable env names (make test builds it into .cache and sets env), or
+// Unavailable naming what it is and what is wrong.
+func Program(t testing.TB, env, what string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	problem := ""
+	switch _, err := os.Stat(path); {
+	case path == "":
+		problem = env + " is not set"
+	case err != nil:
+		problem = fmt.Sprintf("%s=%s: %v", env, path, err)
+	default:
+		return path
+	}
+	Unavailable(t, fmt.Sprintf("no %s: %s (make test builds it and sets %s; make test-tools builds the tools alone)", what, problem, env))
+	return ""
+}
+
+// Installed is a program the machine must have on its PATH (git, node),
+// or Unavailable saying what the test needs it for.
+func Installed(t testing.TB, name, forWhat string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		Unavailable(t, fmt.Sprintf("no %s on PATH: %s", name, forWhat))
+	}
+	return path
+}
+
+// Benchmark prints a figure a test measured as a line benchstat reads,
+// "BenchmarkName 1 VALUE UNIT [VALUE UNIT]...", on the standard output,
+// where it shows with or without -v and is not wrapped in t.Log's file
+// and line. name is the whole benchmark name, Benchmark included (the
+// READMEs and BENCHMARKS.md quote it); format and args are the values and
+// their units. A figure is printed, never asserted: a loaded machine is
+// slower. A real benchmark (testing.B) reports with b.ReportMetric instead.
+func Benchmark(name, format string, args ...any) {
+	fmt.Println(BenchmarkLine(name, format, args...))
+}
+
+// BenchmarkLine is the line Benchmark prints, for a test that collects its
+// figures and prints them at the end. Spaces in name (a step's name) become
+// dashes: benchstat ends the name at the first space.
+func BenchmarkLine(name, format string, args ...any) string {
+	if !strings.HasPrefix(name, "Benchmark") {
+		panic(fmt.Sprintf("testutil.Benchmark: %q is no benchmark name (Benchmark...)", name))
+	}
+	return strings.Join(strings.Fields(name), "-") + " 1 " + fmt.Sprintf(format, args...)
+}
