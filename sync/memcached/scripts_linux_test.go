@@ -45,38 +45,12 @@ func shellScript(t *testing.T, command []string) string {
 	return command[2]
 }
 
-// requireProgram returns the path of a program the test runs, found in the
-// environment variable env or, when env is "", on PATH; it skips the test
-// (fails it under CI) when there is none.
-func requireProgram(t *testing.T, env, name string) string {
-	t.Helper()
-	var path string
-	var err error
-	if env != "" {
-		if path = os.Getenv(env); path == "" {
-			err = errors.New(env + " is not set")
-		} else {
-			_, err = os.Stat(path)
-		}
-	} else {
-		path, err = exec.LookPath(name)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("no %s to run the script with: %v (make test-tools builds memcached; busybox is a package)", name, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg + " (CI is set, so this is an error)")
-		}
-		t.Skip(msg)
-	}
-	return path
-}
-
 // shell runs script with busybox's sh and applets on PATH, beside
 // programs (name: path), in dir. It runs as nobody when the test runs as
 // root, as memcached's image runs it (memcached refuses root).
 func shell(t *testing.T, ctx context.Context, dir, script string, programs map[string]string) *exec.Cmd {
 	t.Helper()
-	busybox := requireProgram(t, "", "busybox")
+	busybox := testutil.Installed(t, "busybox", "the scripts run with busybox's sh and applets, as the official Alpine image has them (make test-tools installs it)")
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -271,7 +245,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 }
 
 func TestCheckScript(t *testing.T) {
-	memcachedBin := requireProgram(t, "MEMCACHED_BIN", "memcached")
+	memcachedBin := testutil.Program(t, "MEMCACHED_BIN", "memcached")
 	ca := testutil.NewCA(t, "scripts")
 	certPEM, keyPEM := ca.Issue(t, "memcached")
 	otherPEM, _ := ca.Issue(t, "other")
@@ -401,7 +375,7 @@ func TestReloadScript(t *testing.T) {
 			if tc.mode == "ASCII" {
 				m := dataplane.StartMemcached(t, "127.0.126.8", "-Y", filepath.Join(dir, "auth", "users"))
 				pidof := filepath.Join(scratchDir(t), "pidof")
-				writeFiles(t, filepath.Dir(pidof), map[string]string{"pidof": fmt.Sprintf("#!%s\necho %d\n", requireProgram(t, "", "sh"), pidOf(t, m.Addr()))})
+				writeFiles(t, filepath.Dir(pidof), map[string]string{"pidof": fmt.Sprintf("#!%s\necho %d\n", testutil.Installed(t, "sh", "a stand-in pidof"), pidOf(t, m.Addr()))})
 				if err := os.Chmod(pidof, 0o755); err != nil {
 					t.Fatal(err)
 				}
