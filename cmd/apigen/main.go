@@ -14,22 +14,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "apigen: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("apigen", run) }
 
 func run(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apigen", flag.ContinueOnError)

@@ -23,17 +23,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+
+	"github.com/example/memcached-operator/cmd/internal/program"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "apiref: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("apiref", run) }
 
 func run(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apiref", flag.ContinueOnError)

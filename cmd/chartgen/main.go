@@ -28,20 +28,13 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
+
+	"github.com/example/memcached-operator/cmd/internal/program"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "chartgen: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("chartgen", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chartgen", flag.ContinueOnError)
