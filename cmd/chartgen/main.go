@@ -88,21 +88,12 @@ var generatedDirs = []string{"crds", "templates"}
 // write writes the files into the chart's directory, and removes from its
 // generated directories what is no longer generated.
 func write(chart string, files generated) error {
-	for _, dir := range generatedDirs {
-		err := filepath.WalkDir(filepath.Join(chart, dir), func(p string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			rel, err := filepath.Rel(chart, p)
-			if err != nil {
-				return err
-			}
-			if _, ok := files[filepath.ToSlash(rel)]; !ok {
-				return os.Remove(p)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+	extra, err := notGenerated(chart, files)
+	if err != nil {
+		return err
+	}
+	for _, rel := range extra {
+		if err := os.Remove(filepath.Join(chart, filepath.FromSlash(rel))); err != nil {
 			return err
 		}
 	}
@@ -134,6 +125,21 @@ func stale(chart string, files generated) ([]string, error) {
 			problems = append(problems, name+" differs")
 		}
 	}
+	extra, err := notGenerated(chart, files)
+	if err != nil {
+		return nil, err
+	}
+	for _, rel := range extra {
+		problems = append(problems, rel+" is not generated")
+	}
+	return problems, nil
+}
+
+// notGenerated lists the files in the chart's generated folders that are
+// not among files (slash-separated, relative to chart): what write removes
+// and verify reports.
+func notGenerated(chart string, files generated) ([]string, error) {
+	var extra []string
 	for _, dir := range generatedDirs {
 		err := filepath.WalkDir(filepath.Join(chart, dir), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -144,7 +150,7 @@ func stale(chart string, files generated) ([]string, error) {
 				return err
 			}
 			if _, ok := files[filepath.ToSlash(rel)]; !ok {
-				problems = append(problems, filepath.ToSlash(rel)+" is not generated")
+				extra = append(extra, filepath.ToSlash(rel))
 			}
 			return nil
 		})
@@ -152,5 +158,5 @@ func stale(chart string, files generated) ([]string, error) {
 			return nil, err
 		}
 	}
-	return problems, nil
+	return extra, nil
 }
