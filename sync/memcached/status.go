@@ -440,14 +440,17 @@ func slotPods(obs observed) []slots.Pod {
 }
 
 // readySince is when the Pod's Ready condition last changed, or, without
-// one, when the Pod was made.
+// one, when the Pod was made (zero when neither parses).
 func readySince(pod metacontroller.Pod) time.Time {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == string(corev1.PodReady) && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
+		if c.Type == string(corev1.PodReady) {
+			if t, err := time.Parse(time.RFC3339, c.LastTransitionTime); err == nil {
+				return t
+			}
 		}
 	}
-	return pod.Metadata.CreationTimestamp.Time
+	t, _ := time.Parse(time.RFC3339, pod.Metadata.CreationTimestamp)
+	return t
 }
 
 // leavingSince is when the Pod's deletion was asked: its deletion

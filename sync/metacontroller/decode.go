@@ -317,7 +317,7 @@ func decodePodMeta(d *jsontext.Decoder, m *PodMeta) error {
 		case "labels":
 			o.err = decodeStringMap(d, &m.Labels)
 		case "creationTimestamp":
-			o.err = json.UnmarshalDecode(d, &m.CreationTimestamp)
+			m.CreationTimestamp, o.err = readString(d)
 		case "deletionTimestamp":
 			o.err = json.UnmarshalDecode(d, &m.DeletionTimestamp)
 		case "deletionGracePeriodSeconds":
@@ -361,7 +361,7 @@ func decodePodCondition(d *jsontext.Decoder, c *PodCondition) error {
 		case "reason":
 			c.Reason, o.err = readString(d)
 		case "lastTransitionTime":
-			o.err = json.UnmarshalDecode(d, &c.LastTransitionTime)
+			c.LastTransitionTime, o.err = readString(d)
 		default:
 			o.err = skip(d)
 		}

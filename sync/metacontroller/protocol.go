@@ -88,7 +88,10 @@ type PodMeta struct {
 	Name              string            `json:"name"`
 	Namespace         string            `json:"namespace"`
 	Labels            map[string]string `json:"labels"`
-	CreationTimestamp metav1.Time       `json:"creationTimestamp"`
+	// CreationTimestamp is as the API server wrote it (RFC 3339), parsed
+	// only where it is needed: most Pods never need it, and a request
+	// holds a thousand.
+	CreationTimestamp string `json:"creationTimestamp"`
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
 	// DeletionGracePeriodSeconds, with DeletionTimestamp, tells when the
 	// deletion was asked: the timestamp is that time plus the grace.
@@ -109,7 +112,9 @@ type PodCondition struct {
 	Type               string      `json:"type"`
 	Status             string      `json:"status"`
 	Reason             string      `json:"reason"`
-	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
+	// LastTransitionTime is as the kubelet wrote it (RFC 3339), parsed
+	// only for the condition that needs it (Ready).
+	LastTransitionTime string `json:"lastTransitionTime"`
 }
 
 // ContainerStatus is the part of a container's status that tells a crash
