@@ -85,14 +85,14 @@ type Pod struct {
 
 // PodMeta is the part of a Pod's metadata the hook reads.
 type PodMeta struct {
-	Name              string            `json:"name"`
-	Namespace         string            `json:"namespace"`
-	Labels            map[string]string `json:"labels"`
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels"`
 	// CreationTimestamp is as the API server wrote it (RFC 3339), parsed
 	// only where it is needed: most Pods never need it, and a request
 	// holds a thousand.
-	CreationTimestamp string `json:"creationTimestamp"`
-	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
+	CreationTimestamp string       `json:"creationTimestamp"`
+	DeletionTimestamp *metav1.Time `json:"deletionTimestamp"`
 	// DeletionGracePeriodSeconds, with DeletionTimestamp, tells when the
 	// deletion was asked: the timestamp is that time plus the grace.
 	DeletionGracePeriodSeconds *int64 `json:"deletionGracePeriodSeconds"`
@@ -109,9 +109,9 @@ type PodStatus struct {
 
 // PodCondition is one of a Pod's conditions.
 type PodCondition struct {
-	Type               string      `json:"type"`
-	Status             string      `json:"status"`
-	Reason             string      `json:"reason"`
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
 	// LastTransitionTime is as the kubelet wrote it (RFC 3339), parsed
 	// only for the condition that needs it (Ready).
 	LastTransitionTime string `json:"lastTransitionTime"`
