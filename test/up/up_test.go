@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -504,6 +505,11 @@ func (r *runner) snapshot() snapshot {
 	for _, p := range procs {
 		programs = append(programs, p.program)
 		socks, err := procnet.Listening(p.pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			// It exited since it was listed (a kubectl the playground
+			// ran): it holds no port.
+			continue
+		}
 		if err != nil {
 			r.t.Fatalf("%s (pid %d): %v", p.program, p.pid, err)
 		}
