@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Environment variables naming the programs Options may ask for, beside
@@ -133,14 +135,7 @@ func RequirePrograms(t testing.TB, opts Options) {
 func extraProgramsFromEnv(getenv func(string) string, opts Options, p *Programs) error {
 	var missing []string
 	need := func(env, what string) string {
-		path := getenv(env)
-		problem := ""
-		switch _, err := os.Stat(path); {
-		case path == "":
-			problem = env + " is not set"
-		case err != nil:
-			problem = fmt.Sprintf("%s=%s: %v", env, path, err)
-		}
+		path, problem := testutil.ProgramAt(getenv, env)
 		if problem == "" {
 			return path
 		}

@@ -24,18 +24,26 @@ func Unavailable(t testing.TB, msg string) {
 // Unavailable naming what it is and what is wrong.
 func Program(t testing.TB, env, what string) string {
 	t.Helper()
-	path := os.Getenv(env)
-	problem := ""
-	switch _, err := os.Stat(path); {
-	case path == "":
-		problem = env + " is not set"
-	case err != nil:
-		problem = fmt.Sprintf("%s=%s: %v", env, path, err)
-	default:
+	path, problem := ProgramAt(os.Getenv, env)
+	if problem == "" {
 		return path
 	}
 	Unavailable(t, fmt.Sprintf("no %s: %s (make test builds it and sets %s; make test-tools builds the tools alone)", what, problem, env))
 	return ""
+}
+
+// ProgramAt is the program at the path environment variable env names
+// (through getenv), or what is wrong with it: the variable is not set, or
+// nothing is there.
+func ProgramAt(getenv func(string) string, env string) (path, problem string) {
+	path = getenv(env)
+	switch _, err := os.Stat(path); {
+	case path == "":
+		return "", env + " is not set"
+	case err != nil:
+		return "", fmt.Sprintf("%s=%s: %v", env, path, err)
+	}
+	return path, ""
 }
 
 // Installed is a program the machine must have on its PATH (git, node),
