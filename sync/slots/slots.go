@@ -279,7 +279,11 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 	// and do not wait) and deletions asked, each once settled.
 	var events []event
 	add := func(e event) {
-		if wait := e.at.Truncate(time.Second).Add(Settle).Sub(now); wait > 0 {
+		// An event stamped further ahead than Settle comes from a clock
+		// that runs ahead of the hook's (a node's): waiting for it would
+		// leave a Ready Pod unlisted for as long as the clocks differ, so
+		// it is taken in at once.
+		if wait := e.at.Truncate(time.Second).Add(Settle).Sub(now); wait > 0 && wait <= 2*Settle {
 			if a.Pending == 0 || wait < a.Pending {
 				a.Pending = wait
 			}

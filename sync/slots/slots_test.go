@@ -485,3 +485,19 @@ func TestAssignReplaysInOrder(t *testing.T) {
 		t.Errorf("pending %s, want 1s (48jdx's deletion at second 11 settles at 13)", early.Pending)
 	}
 }
+
+// TestAssignClockAhead gives a Pod that turned Ready by a clock a minute
+// ahead of the hook's: it is listed at once, not a minute later.
+func TestAssignClockAhead(t *testing.T) {
+	p := slots.Pod{Name: "a", IP: "10.0.0.1", Ready: true, ReadySince: testNow.Add(time.Minute)}
+	a := slots.Assign(v1alpha1.SlotTable{}, 1, []slots.Pod{p}, testNow)
+	if got, want := show(a.Slots), "a@10.0.0.1:Serving"; got != want || a.Pending != 0 {
+		t.Errorf("Assign = %q, pending %s; want %q, nothing pending", got, a.Pending, want)
+	}
+	// Turned Ready a second ahead (the clocks nearly agree): it waits.
+	p.ReadySince = testNow.Add(time.Second)
+	a = slots.Assign(v1alpha1.SlotTable{EventsUntil: &metav1.Time{Time: testNow.Add(-time.Minute)}}, 1, []slots.Pod{p}, testNow)
+	if got, want := show(a.Slots), "-"; got != want || a.Pending != 3*time.Second {
+		t.Errorf("Assign = %q, pending %s; want %q, 3s pending", got, a.Pending, want)
+	}
+}
