@@ -2,39 +2,17 @@ package contract_test
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
-// table is a slot table of version: each state is "S:ip" (Serving), "N:ip"
-// (NotReady), "L:ip" (Leaving) or "E" (Empty), in slot order.
-func table(version int64, states ...string) v1alpha1.SlotTable {
-	t := v1alpha1.SlotTable{Version: version, Slots: []v1alpha1.Slot{}}
-	for i, s := range states {
-		kind, ip, _ := strings.Cut(s, ":")
-		e := v1alpha1.Slot{Slot: int32(i), IP: ip}
-		if ip != "" {
-			e.Pod = fmt.Sprintf("cache-%d", i)
-		}
-		switch kind {
-		case "S":
-			e.State = v1alpha1.SlotServing
-		case "N":
-			e.State = v1alpha1.SlotNotReady
-		case "L":
-			e.State = v1alpha1.SlotLeaving
-		default:
-			e.State = v1alpha1.SlotEmpty
-		}
-		t.Slots = append(t.Slots, e)
-	}
-	return t
-}
+// table is testutil.SlotTable.
+var table = testutil.SlotTable
 
 // TestRenderPool checks the bytes of every kind of pool the writer renders.
 func TestRenderPool(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // memcachedWith is Memcached cache in namespace shop with the slot table.
@@ -28,28 +28,8 @@ func memcachedWith(tab v1alpha1.SlotTable) *v1alpha1.Memcached {
 	return m
 }
 
-// table is a slot table of version: each state is "S:ip" (Serving), "N:ip"
-// (NotReady), "L:ip" (Leaving) or "E" (Empty), in slot order.
-func table(version int64, states ...string) v1alpha1.SlotTable {
-	t := v1alpha1.SlotTable{Version: version, Slots: []v1alpha1.Slot{}}
-	for i, s := range states {
-		kind, ip, _ := strings.Cut(s, ":")
-		e := v1alpha1.Slot{Slot: int32(i), IP: ip, State: v1alpha1.SlotEmpty}
-		if ip != "" {
-			e.Pod = fmt.Sprintf("cache-%d", i)
-		}
-		switch kind {
-		case "S":
-			e.State = v1alpha1.SlotServing
-		case "N":
-			e.State = v1alpha1.SlotNotReady
-		case "L":
-			e.State = v1alpha1.SlotLeaving
-		}
-		t.Slots = append(t.Slots, e)
-	}
-	return t
-}
+// table is testutil.SlotTable.
+var table = testutil.SlotTable
 
 // recorder is an Observer that counts.
 type recorder struct {

@@ -1,0 +1,33 @@
+package testutil
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+)
+
+// SlotTable is a slot table of version written compactly, as the tests of
+// the pool file and of its writer read: each state is "S:ip" (Serving),
+// "N:ip" (NotReady), "L:ip" (Leaving) or "E" (Empty), in slot order; a
+// slot with an ip is Pod cache-SLOT's.
+func SlotTable(version int64, states ...string) v1alpha1.SlotTable {
+	t := v1alpha1.SlotTable{Version: version, Slots: []v1alpha1.Slot{}}
+	for i, s := range states {
+		kind, ip, _ := strings.Cut(s, ":")
+		e := v1alpha1.Slot{Slot: int32(i), IP: ip, State: v1alpha1.SlotEmpty}
+		if ip != "" {
+			e.Pod = fmt.Sprintf("cache-%d", i)
+		}
+		switch kind {
+		case "S":
+			e.State = v1alpha1.SlotServing
+		case "N":
+			e.State = v1alpha1.SlotNotReady
+		case "L":
+			e.State = v1alpha1.SlotLeaving
+		}
+		t.Slots = append(t.Slots, e)
+	}
+	return t
+}
