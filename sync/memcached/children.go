@@ -42,6 +42,8 @@ type feature interface {
 	// besideAgent are the children made with the agent Deployment, and
 	// only with it.
 	besideAgent(d *desire) []any
+	// report fills the feature's fields of the status.
+	report(r *report, st *v1alpha1.MemcachedStatus)
 }
 
 // features are every feature, in the order desiredChildren walks them.
@@ -51,6 +53,7 @@ var features = []feature{
 	security{},      // security.go: TLS and authentication
 	networkPolicy{}, // networkpolicy.go: who may reach the Pods
 	discovery{},     // discovery.go: the configuration endpoint, which the agent serves
+	stableNames{},   // stablenames.go: a DNS name per slot, NAME-0.NAME-slots
 	handoff{},       // handoff.go: keepWarm, leaving Pods hand their items on through the agent
 	agent{},         // agent.go: the agent's identity and Deployment, for the features above
 	proxy{},         // proxy.go: the proxy tier, an agent beside each proxy
@@ -68,6 +71,7 @@ func (noFeature) children(*desire) []any                                    { re
 func (noFeature) agentRules(*desire) []rbacv1.PolicyRule                    { return nil }
 func (noFeature) agentPod(*v1alpha1.MemcachedSpec, *corev1.PodTemplateSpec) {}
 func (noFeature) besideAgent(*desire) []any                                 { return nil }
+func (noFeature) report(*report, *v1alpha1.MemcachedStatus)                 {}
 
 // desire is what the features build their children from: a valid spec
 // with its defaults, and what the request says the CompositeController
@@ -80,13 +84,15 @@ type desire struct {
 	observed map[string]map[string]metacontroller.Child
 	// pod is the memcached Pod template, as every feature's pod made it.
 	pod corev1.PodTemplateSpec
+	// slots is the slot table this sync decided.
+	slots []v1alpha1.Slot
 }
 
 // desiredChildren builds every child the spec calls for, of the kinds the
 // CompositeController manages, in a fixed order: each feature's, in the
 // order of features.
-func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options, observed map[string]map[string]metacontroller.Child) []any {
-	d := &desire{p: p, s: s, opts: opts, managed: managed, observed: observed, pod: memcachedPod(s)}
+func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options, observed map[string]map[string]metacontroller.Child, table []v1alpha1.Slot) []any {
+	d := &desire{p: p, s: s, opts: opts, managed: managed, observed: observed, pod: memcachedPod(s), slots: table}
 	var children []any
 	for _, f := range features {
 		children = append(children, f.children(d)...)

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // Discovery: the agent answers "config get cluster" with the slot table's
@@ -51,12 +50,13 @@ func (discovery) besideAgent(d *desire) []any {
 	}}
 }
 
-// configurationEndpoint is the host:port clients are given, once the
-// Service that serves it is observed; an invalid spec keeps what the status
-// said, as it keeps the children.
-func configurationEndpoint(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed) string {
-	if spec == nil {
-		return p.Status.ConfigurationEndpoint
+// report gives the host:port clients are given, once the Service that
+// serves it is observed; an invalid spec keeps what the status said, as it
+// keeps the children.
+func (discovery) report(r *report, st *v1alpha1.MemcachedStatus) {
+	if r.spec == nil {
+		st.ConfigurationEndpoint = r.p.Status.ConfigurationEndpoint
+		return
 	}
-	return obs.serviceEndpoint(p, discoveryEnabled(spec), discoveryName(p.Name), DiscoveryPort)
+	st.ConfigurationEndpoint = r.obs.serviceEndpoint(r.p, discoveryEnabled(r.spec), discoveryName(r.p.Name), DiscoveryPort)
 }

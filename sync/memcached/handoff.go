@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"encoding/json"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -41,6 +42,44 @@ func HandoffSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	return handoffSlotWaitSeconds + (mb+handoffMiBPerSecond-1)/handoffMiBPerSecond
 }
 
+// The copy's wait for clients to move to a slot's new Pod
+// (spec.rollout.clientMoveSeconds): the agent's own default, for the
+// proxy and Auto Discovery clients, or, with stable names, dskit's DNS
+// lookup period (30 s; Thanos' is 10 s) plus the cluster DNS's TTL (5 s)
+// and a margin.
+const (
+	clientMoveSecondsDefault     = 2
+	clientMoveSecondsStableNames = 40
+)
+
+// clientMoveSeconds is how long a copy waits for clients to move.
+func clientMoveSeconds(s *v1alpha1.MemcachedSpec) int64 {
+	switch {
+	case s.Rollout != nil && s.Rollout.ClientMoveSeconds != nil:
+		return int64(*s.Rollout.ClientMoveSeconds)
+	case stableNamesEnabled(s):
+		return clientMoveSecondsStableNames
+	}
+	return clientMoveSecondsDefault
+}
+
+// clientMoveSet tells whether the wait is the spec's or stable names'
+// rather than the agent's default: only then is it in the Pod templates,
+// so that a Memcached without either keeps its templates byte for byte.
+func clientMoveSet(s *v1alpha1.MemcachedSpec) bool {
+	return (s.Rollout != nil && s.Rollout.ClientMoveSeconds != nil) || stableNamesEnabled(s)
+}
+
+// servingSeconds is how long a leaving Pod serves for its hand-off after
+// the preStop's first sleep: HandoffSeconds, and the wait for clients to
+// move when it is set.
+func servingSeconds(s *v1alpha1.MemcachedSpec) int64 {
+	if clientMoveSet(s) {
+		return HandoffSeconds(s) + clientMoveSeconds(s)
+	}
+	return HandoffSeconds(s)
+}
+
 type handoff struct{ noFeature }
 
 func keepWarm(s *v1alpha1.MemcachedSpec) bool {
@@ -61,8 +100,18 @@ func (handoff) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 	if !keepWarm(s) {
 		return
 	}
-	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + HandoffSeconds(s) + handoffStopSeconds)
+	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + servingSeconds(s) + handoffStopSeconds)
 	container(t, "memcached").Lifecycle.PreStop = preStop(s)
+}
+
+// agentPod has the agent's copies wait for clients to move as long as the
+// spec says, when it says.
+func (handoff) agentPod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
+	if !keepWarm(s) || !clientMoveSet(s) {
+		return
+	}
+	c := container(t, "agent")
+	c.Args = append(c.Args, "--handoff-settle="+strconv.FormatInt(clientMoveSeconds(s), 10)+"s")
 }
 
 // agentRules let the agent write where it reports hand-offs (the hook
@@ -99,28 +148,27 @@ func (handoff) besideAgent(d *desire) []any {
 
 // preStop keeps a leaving memcached serving for preStopSleepSeconds (so
 // endpoints drop the Pod first; memcached exits at once on SIGTERM), then
-// until its own memcached holds contract.DoneKey or HandoffSeconds pass
+// until its own memcached holds contract.DoneKey or servingSeconds pass
 // (scripts/prestop.sh).
 func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 	script := render(preStopScript, map[string]any{
-		"Sleep": preStopSleepSeconds, "Seconds": HandoffSeconds(s), "Key": contract.DoneKey, "Port": localPort(s),
+		"Sleep": preStopSleepSeconds, "Seconds": servingSeconds(s), "Key": contract.DoneKey, "Port": localPort(s),
 	})
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 
-// handoffs are the status's hand-offs: with keepWarm, where each leaving
+// report gives the status's hand-offs: with keepWarm, where each leaving
 // Pod's items go (package slots), with the progress the agent reports in
 // the data of the ConfigMap NAME-agent.
-func handoffs(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, size int32, assigned slots.Assignment, pods []slots.Pod, obs observed) []v1alpha1.Handoff {
-	if spec == nil {
+func (handoff) report(r *report, st *v1alpha1.MemcachedStatus) {
+	switch {
+	case r.spec == nil:
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
-		return p.Status.Handoffs
+		st.Handoffs = r.p.Status.Handoffs
+	case keepWarm(r.spec):
+		st.Handoffs = slots.Handoffs(r.obs.slotTable.Slots, r.assigned, r.size, r.p.Status.Handoffs, r.pods, r.obs.reports)
 	}
-	if !keepWarm(spec) {
-		return nil
-	}
-	return slots.Handoffs(obs.slotTable.Slots, assigned, size, p.Status.Handoffs, pods, obs.reports)
 }
 
 // readReports reads the agent's reports: the data of its ConfigMap, one

@@ -194,6 +194,14 @@ func (a syncAnswer) typedChild(t *testing.T, key string, out any) {
 	}
 }
 
+// decodeChild decodes one of the answer's children into out.
+func (a syncAnswer) decodeChild(t *testing.T, c map[string]any, out any) {
+	t.Helper()
+	if err := json.Unmarshal(testutil.MustMarshal(t, c), out); err != nil {
+		t.Fatalf("decoding the %s child: %v", childKey(c), err)
+	}
+}
+
 // deployment decodes the answer's Deployment.
 func (a syncAnswer) deployment(t *testing.T) appsv1.Deployment {
 	t.Helper()
@@ -251,12 +259,14 @@ type fixture struct {
 	spec       string              // the parent's spec as raw JSON; "" means {}
 	conditions []metav1.Condition  // the parent's observed status conditions
 	slotTable  *v1alpha1.SlotTable // the parent's observed slot table
-	children   []any               // more observed children (beside the Deployment)
-	options    *memcached.Options  // the hook's settings; nil means hookOptions
-	deployment *deploy             // the observed Deployment; nil means none
-	pods       []pod               // the related Pods
-	kinds      []string            // the managed child kinds; nil means Deployment, Service and PDB
-	finalizing bool
+	// statusAddresses are the parent's observed status.slotAddresses.
+	statusAddresses []string
+	children        []any              // more observed children (beside the Deployment)
+	options         *memcached.Options // the hook's settings; nil means hookOptions
+	deployment      *deploy            // the observed Deployment; nil means none
+	pods            []pod              // the related Pods
+	kinds           []string           // the managed child kinds; nil means Deployment, Service and PDB
+	finalizing      bool
 }
 
 // deploy is an observed Deployment.
@@ -439,6 +449,9 @@ func (f fixture) body(t *testing.T) []byte {
 	}
 	if f.slotTable != nil {
 		parent["status"].(map[string]any)["slotTable"] = f.slotTable
+	}
+	if f.statusAddresses != nil {
+		parent["status"].(map[string]any)["slotAddresses"] = f.statusAddresses
 	}
 	kinds := f.kinds
 	if kinds == nil {

@@ -218,11 +218,12 @@ func proxyDeployment(d *desire) any {
 	})
 }
 
-// proxyEndpoint is the host:port clients of the proxy are given, once its
+// report gives the host:port clients of the proxy are given, once its
 // Service is observed; an invalid spec keeps what the status said.
-func proxyEndpoint(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed) string {
-	if spec == nil {
-		return p.Status.ProxyEndpoint
+func (proxy) report(r *report, st *v1alpha1.MemcachedStatus) {
+	if r.spec == nil {
+		st.ProxyEndpoint = r.p.Status.ProxyEndpoint
+		return
 	}
-	return obs.serviceEndpoint(p, proxyEnabled(spec), proxyName(p.Name), Port)
+	st.ProxyEndpoint = r.obs.serviceEndpoint(r.p, proxyEnabled(r.spec), proxyName(r.p.Name), Port)
 }

@@ -132,11 +132,39 @@ func readDeployment(c metacontroller.Child) *deploymentState {
 	return d
 }
 
-// status computes the parent's status from what was observed. spec is nil
-// when specErr says why. pending is how long until the slot table can act
-// on an event it waits on (0: none).
-func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr string, obs observed, now time.Time, opts Options) (st *v1alpha1.MemcachedStatus, pending time.Duration) {
-	st = &v1alpha1.MemcachedStatus{
+// report is what the status is computed from: what was observed, the
+// spec (nil when it is invalid) and the slot table this sync decided.
+type report struct {
+	p    *metacontroller.Parent
+	spec *v1alpha1.MemcachedSpec
+	obs  observed
+	// size is the number of slots the Pods are measured against: the
+	// spec's, or, when the spec is invalid, what the observed Deployment
+	// still runs.
+	size     int32
+	pods     []slots.Pod
+	assigned slots.Assignment
+}
+
+// plan decides the slot table: the one decision the children (the
+// features that follow the table) and the status share.
+func plan(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *report {
+	r := &report{p: p, spec: spec, obs: obs, pods: slotPods(obs)}
+	switch {
+	case spec != nil:
+		r.size = *spec.Size
+	case obs.deployment != nil:
+		r.size = obs.deployment.replicas
+	}
+	r.assigned = slots.Assign(obs.slotTable, r.size, r.pods, now)
+	return r
+}
+
+// status computes the parent's status from the report; specErr says why
+// the spec is invalid. Each feature fills its own fields.
+func status(r *report, specErr string, now time.Time, opts Options) *v1alpha1.MemcachedStatus {
+	p, spec, obs, size := r.p, r.spec, r.obs, r.size
+	st := &v1alpha1.MemcachedStatus{
 		ObservedGeneration: p.Generation,
 		Nodes:              []string{},
 		Endpoints:          []string{},
@@ -156,23 +184,10 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 	if obs.deployment != nil {
 		st.Image = obs.deployment.image
 	}
-
-	// The size the Pods are measured against: the spec's, or, when the
-	// spec is invalid, what the observed Deployment still runs.
-	var size int32
-	switch {
-	case spec != nil:
-		size = *spec.Size
-	case obs.deployment != nil:
-		size = obs.deployment.replicas
+	st.SlotTable = slotTable(obs.slotTable, r.assigned, now)
+	for _, f := range features {
+		f.report(r, st)
 	}
-
-	pods := slotPods(obs)
-	assigned := slots.Assign(obs.slotTable, size, pods, now)
-	st.SlotTable = slotTable(obs.slotTable, assigned, now)
-	st.Handoffs = handoffs(p, spec, size, assigned, pods, obs)
-	st.ConfigurationEndpoint = configurationEndpoint(p, spec, obs)
-	st.ProxyEndpoint = proxyEndpoint(p, spec, obs)
 
 	avail := available(size, st.ReadyReplicas)
 	if spec == nil && obs.deployment == nil {
@@ -192,7 +207,7 @@ func status(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, specErr stri
 		}
 	}
 	st.Conditions = conds
-	return st, assigned.Pending
+	return st
 }
 
 // MinAvailable is how many ready Pods make a Memcached of the given size

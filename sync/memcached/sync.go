@@ -113,6 +113,7 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 
 	obs := observe(req, finalizing)
 	spec, specErr := validSpec(req.Parent)
+	r := plan(req.Parent, spec, obs, now)
 	resp := &metacontroller.SyncResponse{Children: []any{}}
 	switch {
 	case finalizing:
@@ -120,11 +121,10 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 	case specErr != "":
 		resp.Children = keepChildren(req.Children)
 	default:
-		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children)
+		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, r.assigned.Slots)
 	}
-	var pending time.Duration
-	resp.Status, pending = status(req.Parent, spec, specErr, obs, now, opts)
-	if pending > 0 && !finalizing {
+	resp.Status = status(r, specErr, now, opts)
+	if pending := r.assigned.Pending; pending > 0 && !finalizing {
 		// The slot table waits for an event to settle: come back then,
 		// rounded up to a tenth of a second so that the answer changes only
 		// as often.

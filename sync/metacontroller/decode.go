@@ -200,7 +200,7 @@ func decodeSpec(d *jsontext.Decoder, p *Parent) error {
 
 // decodeStatus reads what the hook carries forward from the parent's
 // status: the well-formed conditions, the slot table, the hand-offs and
-// the endpoints clients are given. Whatever else the status holds, in whatever shape, is skipped,
+// the endpoints and slot addresses clients are given. Whatever else the status holds, in whatever shape, is skipped,
 // and so is a part that does not decode: a status written by an older hook
 // or edited by hand, whatever its shape, cannot fail every call. (A slot
 // table that does not decode is rebuilt from the Pods.)
@@ -242,6 +242,14 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 			st.ConfigurationEndpoint, o.err = readString(d)
 		case name == "proxyEndpoint" && d.PeekKind() == '"':
 			st.ProxyEndpoint, o.err = readString(d)
+		case name == "slotAddresses" && d.PeekKind() == '[':
+			var raw jsontext.Value
+			if raw, o.err = d.ReadValue(); o.err == nil {
+				var addrs []string
+				if json.Unmarshal(raw, &addrs) == nil {
+					st.SlotAddresses = addrs
+				}
+			}
 		default:
 			o.err = skip(d)
 		}

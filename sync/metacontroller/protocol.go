@@ -65,6 +65,8 @@ type Child struct {
 	Status     json.RawMessage `json:"status,omitempty"`
 	// Data is a ConfigMap's: the agent's reports.
 	Data map[string]string `json:"data,omitempty"`
+	// Endpoints are an EndpointSlice's: the slots' last addresses.
+	Endpoints json.RawMessage `json:"endpoints,omitempty"`
 }
 
 // ChildMeta is the part of a child's metadata the hook reads.

@@ -527,7 +527,7 @@ func (w *world) check(copy object, st status) {
 
 	// The agent serves it.
 	var ips []string
-	for _, n := range slots.Served(tb, "cache", "shop", 11211) {
+	for _, n := range slots.Served(tb, nil, "cache", "shop", 11211) {
 		ips = append(ips, n.IP)
 	}
 	if len(ips) == 0 {

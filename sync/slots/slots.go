@@ -431,20 +431,28 @@ type Node struct {
 func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)) }
 
 // Served returns the servers clients are given: the Serving slots' Pods, in
-// slot order. Host is the Pod's name in the headless Service
+// slot order. Host is the slot's stable name when the status gives the
+// slots' addresses (status.slotAddresses, spec.stableNames), so that
+// clients that hash on the host keep their keys when a Pod is replaced;
+// otherwise it is the Pod's name in the headless Service
 // (service.namespace.svc) as the cluster DNS publishes it for a Ready
 // endpoint without a hostname: its address with '.' and ':' made '-'
-// (10-244-1-7.cache.default.svc). Inside the cluster it resolves through
-// the Pods' DNS search path (…svc.cluster.local, whatever the cluster's
-// domain); ip is always set, for clients that connect to it.
-func Served(table []v1alpha1.Slot, service, namespace string, port int) []Node {
+// (10-244-1-7.cache.default.svc). Either resolves inside the cluster
+// through the Pods' DNS search path (…svc.cluster.local, whatever the
+// cluster's domain); ip is always set, for clients that connect to it.
+func Served(table []v1alpha1.Slot, addresses []string, service, namespace string, port int) []Node {
 	var nodes []Node
 	for _, e := range table {
 		if e.State != v1alpha1.SlotServing || e.IP == "" {
 			continue
 		}
-		dashed := strings.NewReplacer(".", "-", ":", "-").Replace(e.IP)
-		nodes = append(nodes, Node{Host: dashed + "." + service + "." + namespace + ".svc", IP: e.IP, Port: port})
+		host := strings.NewReplacer(".", "-", ":", "-").Replace(e.IP) + "." + service + "." + namespace + ".svc"
+		if int(e.Slot) < len(addresses) {
+			if h, _, err := net.SplitHostPort(addresses[e.Slot]); err == nil && h != "" {
+				host = h
+			}
+		}
+		nodes = append(nodes, Node{Host: host, IP: e.IP, Port: port})
 	}
 	return nodes
 }

@@ -351,16 +351,45 @@ func TestAssignIsDeterministic(t *testing.T) {
 
 func TestServed(t *testing.T) {
 	tb := table(t, "a@10.244.1.7:Serving b@10.244.2.3:NotReady - c@fd00::5:Serving d@10.244.3.1:Leaving")
-	got := slots.Served(tb, "cache", "shop", 11211)
-	want := []slots.Node{
-		{Host: "10-244-1-7.cache.shop.svc", IP: "10.244.1.7", Port: 11211},
-		{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
-	}
-	if diff := cmp.Diff(got, want); diff != "" {
-		t.Errorf("Served (-got +want):\n%s", diff)
-	}
-	if got, want := got[1].Addr(), "[fd00::5]:11211"; got != want {
-		t.Errorf("Addr = %q, want %q", got, want)
+	names := []string{"cache-0.cache-slots.shop.svc:11211", "cache-1.cache-slots.shop.svc:11211",
+		"cache-2.cache-slots.shop.svc:11211", "cache-3.cache-slots.shop.svc:11211", "cache-4.cache-slots.shop.svc:11211"}
+	tests := []struct {
+		name      string
+		addresses []string
+		want      []slots.Node
+	}{{
+		name: "the Pods' names in the headless Service",
+		want: []slots.Node{
+			{Host: "10-244-1-7.cache.shop.svc", IP: "10.244.1.7", Port: 11211},
+			{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
+		},
+	}, {
+		name:      "the slots' stable names",
+		addresses: names,
+		want: []slots.Node{
+			{Host: "cache-0.cache-slots.shop.svc", IP: "10.244.1.7", Port: 11211},
+			{Host: "cache-3.cache-slots.shop.svc", IP: "fd00::5", Port: 11211},
+		},
+	}, {
+		// A slot past the addresses (a status written before the table
+		// grew) keeps the Pod's name rather than none.
+		name:      "fewer addresses than slots",
+		addresses: names[:1],
+		want: []slots.Node{
+			{Host: "cache-0.cache-slots.shop.svc", IP: "10.244.1.7", Port: 11211},
+			{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slots.Served(tb, tt.addresses, "cache", "shop", 11211)
+			if diff := cmp.Diff(got, tt.want); diff != "" {
+				t.Errorf("Served (-got +want):\n%s", diff)
+			}
+			if got, want := got[1].Addr(), "[fd00::5]:11211"; got != want {
+				t.Errorf("Addr = %q, want %q", got, want)
+			}
+		})
 	}
 }
 

@@ -50,7 +50,7 @@ func TestAutoDiscoveryClientFollowsTheCluster(t *testing.T) {
 		t.Helper()
 		st := c.Status()
 		want := []string{}
-		for _, n := range slots.Served(st.SlotTable.Slots, "cache", "shop", dataplane.Port) {
+		for _, n := range slots.Served(st.SlotTable.Slots, st.SlotAddresses, "cache", "shop", dataplane.Port) {
 			want = append(want, n.Addr())
 		}
 		ev := client.Next(t, 30*time.Second, func(m map[string]any) bool {

@@ -25,6 +25,7 @@ var ManagedKinds = []string{
 	"Role.rbac.authorization.k8s.io/v1",
 	"RoleBinding.rbac.authorization.k8s.io/v1",
 	"ConfigMap.v1",
+	"EndpointSlice.discovery.k8s.io/v1",
 }
 
 // FirstSync is the first sync request Metacontroller sends for parent (a

@@ -415,7 +415,7 @@ func (r *runner) checkAgent(prefix string) {
 			} `json:"status"`
 		}
 		if err == nil && json.Unmarshal(out, &m) == nil {
-			for _, n := range slots.Served(m.Status.SlotTable.Slots, name, "default", 11211) {
+			for _, n := range slots.Served(m.Status.SlotTable.Slots, m.Status.SlotAddresses, name, "default", 11211) {
 				want = append(want, n.Host+"|"+n.IP+"|11211")
 			}
 			if addr, err := os.ReadFile(addrFile); err == nil {

@@ -348,6 +348,15 @@ const (
 // ProxySuffix ends the name of the proxy tier's Service: NAME-proxy.
 const ProxySuffix = "-proxy"
 
+// SlotsSuffix ends the name of the Service that gives the slots their DNS
+// names (spec.stableNames): NAME-slots. The slots' names, NAME-0, NAME-1...,
+// are shorter than it while slots stay below 10,000.
+const SlotsSuffix = "-slots"
+
+// MaxClientMoveSeconds bounds spec.rollout.clientMoveSeconds: ten minutes
+// covers any client's lookup period, and a leaving Pod serves that long.
+const MaxClientMoveSeconds = 600
+
 // proxyIntRule bounds an integer of spec.proxy.
 func proxyIntRule(name string, lo, hi int32, value func(*ProxySpec) *int32) Rule {
 	return Rule{
@@ -511,6 +520,23 @@ var Rules = func() []Rule {
 		Holds: func(m *Memcached) bool {
 			r := m.Spec.Rollout
 			return r == nil || r.HandoffSeconds == nil || (*r.HandoffSeconds >= MinHandoffSeconds && *r.HandoffSeconds <= MaxHandoffSeconds)
+		},
+	}, {
+		On:      "spec.rollout.clientMoveSeconds",
+		CEL:     fmt.Sprintf("self >= 0 && self <= %d", MaxClientMoveSeconds),
+		Message: fmt.Sprintf("rollout.clientMoveSeconds must be from 0 to %d", MaxClientMoveSeconds),
+		Holds: func(m *Memcached) bool {
+			r := m.Spec.Rollout
+			return r == nil || r.ClientMoveSeconds == nil || (*r.ClientMoveSeconds >= 0 && *r.ClientMoveSeconds <= MaxClientMoveSeconds)
+		},
+	}, {
+		// NAME-slots names a Service too.
+		On:      "",
+		Field:   ".metadata.name",
+		CEL:     fmt.Sprintf("!has(self.spec.stableNames) || !has(self.spec.stableNames.enabled) || !self.spec.stableNames.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(SlotsSuffix)),
+		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.stableNames: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(SlotsSuffix), "NAME"+SlotsSuffix, dns1035LabelMaxLen),
+		Holds: func(m *Memcached) bool {
+			return m.Spec.StableNames == nil || !m.Spec.StableNames.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(SlotsSuffix)
 		},
 	}, {
 		On:      "spec",

@@ -136,6 +136,16 @@ type MemcachedSpec struct {
 	// +optional
 	Proxy *ProxySpec `json:"proxy,omitempty"`
 
+	// StableNames gives every slot a DNS name that follows the slot from
+	// Pod to Pod, NAME-0.NAME-slots.NAMESPACE.svc, NAME-1... (a selectorless
+	// headless Service NAME-slots and its EndpointSlice), and serves those
+	// names in the configuration endpoint's host column and in
+	// status.slotAddresses: clients that hash on server names (dskit's
+	// dnssrvnoa+, libmemcached's ketama, pymemcache's HashClient) then keep
+	// every key but the replaced slot's when a Pod is replaced.
+	// +optional
+	StableNames *StableNamesSpec `json:"stableNames,omitempty"`
+
 	// Rollout says what happens to a Pod's items when it leaves.
 	// +optional
 	Rollout *RolloutSpec `json:"rollout,omitempty"`
@@ -220,6 +230,32 @@ type RolloutSpec struct {
 	// period is 10 seconds more (the preStop's first sleep) plus 5.
 	// +optional
 	HandoffSeconds *int32 `json:"handoffSeconds,omitempty"`
+
+	// ClientMoveSeconds is how long a copy waits, once a Pod has taken a
+	// leaving Pod's slot, for the clients to follow it: a client writes to
+	// the leaving Pod until it has looked the slot up again, and a write
+	// the leaving Pod takes after the copy read its key would be lost to
+	// the new one. Left out, 2 seconds (the proxy and Auto Discovery
+	// clients polling the endpoint often switch within one) or, with
+	// stableNames, 40: dskit's DNS lookup period (30 s, Mimir, Loki,
+	// Tempo), more than Thanos' (10 s), plus the cluster DNS's TTL (5 s)
+	// and a margin. Set it to your clients' lookup period plus the TTL.
+	// With keepWarm, a leaving Pod serves for this long more than
+	// handoffSeconds.
+	// +optional
+	ClientMoveSeconds *int32 `json:"clientMoveSeconds,omitempty"`
+}
+
+// StableNamesSpec configures the slots' DNS names.
+type StableNamesSpec struct {
+	// Enabled makes the Service NAME-slots and its EndpointSlice, which
+	// the CompositeController must manage (services and
+	// discovery.k8s.io/v1 endpointslices). Off by default: it changes what
+	// the configuration endpoint serves in its host column. Turning it on
+	// does not touch the memcached Pods unless keepWarm is on (their grace
+	// period grows by clientMoveSeconds).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
 }
 
 // DiscoverySpec configures the configuration endpoint.
@@ -487,6 +523,13 @@ type MemcachedStatus struct {
 	// Auto Discovery are given, with spec.discovery.
 	// +optional
 	ConfigurationEndpoint string `json:"configurationEndpoint,omitempty"`
+
+	// SlotAddresses are the slots' stable names with memcached's port, in
+	// slot order, one per slot of the table (spec.stableNames): the list to
+	// give a client configured with a static server list. A name resolves
+	// to the Pod that holds its slot.
+	// +optional
+	SlotAddresses []string `json:"slotAddresses,omitempty"`
 
 	// ProxyEndpoint is the host:port clients of the proxy tier are given,
 	// with spec.proxy.

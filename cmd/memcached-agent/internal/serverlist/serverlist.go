@@ -153,7 +153,7 @@ func (p *Publisher) check(m *v1alpha1.Memcached) (reason, problem string, next *
 		return WrongObject, "the object has no namespace and none was given (--namespace)", nil
 	}
 	table := m.Status.SlotTable
-	nodes := slots.Served(table.Slots, m.Name, m.Namespace, contract.Port)
+	nodes := slots.Served(table.Slots, m.Status.SlotAddresses, m.Name, m.Namespace, contract.Port)
 	if len(nodes) == 0 {
 		return NoServers, fmt.Sprintf("status.slotTable (version %d) has no Serving slot", table.Version), nil
 	}

@@ -126,6 +126,31 @@ func TestPublisher(t *testing.T) {
 	}
 }
 
+// TestPublisherServesStableNames checks the host column with
+// spec.stableNames: the slots' names the status gives, so that a client
+// that hashes on the host keeps its keys when a Pod is replaced; turning
+// the names on is a new list, under a new version, even when the status's
+// version did not move (the hook's version follows the Pods only).
+func TestPublisherServesStableNames(t *testing.T) {
+	p := New(slog.New(slog.DiscardHandler), nil, time.Now)
+	p.Offer("test", memcachedWith(100, "10.0.0.1", "10.0.0.2"))
+	named := memcachedWith(100, "10.0.0.1", "10.0.0.2")
+	named.Status.SlotAddresses = []string{"cache-0.cache-slots.shop.svc:11211", "cache-1.cache-slots.shop.svc:11211"}
+	p.Offer("test", named)
+	want := "CONFIG cluster 0 92\r\n101\ncache-0.cache-slots.shop.svc|10.0.0.1|11211 cache-1.cache-slots.shop.svc|10.0.0.2|11211\n\r\nEND\r\n"
+	if got := string(p.Current().Answers.Config()); got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+	// A replacement: slot 1's name, another address.
+	replaced := memcachedWith(200, "10.0.0.1", "10.0.0.9")
+	replaced.Status.SlotAddresses = named.Status.SlotAddresses
+	p.Offer("test", replaced)
+	want = "CONFIG cluster 0 92\r\n200\ncache-0.cache-slots.shop.svc|10.0.0.1|11211 cache-1.cache-slots.shop.svc|10.0.0.9|11211\n\r\nEND\r\n"
+	if got := string(p.Current().Answers.Config()); got != want {
+		t.Errorf("answer %q, want %q", got, want)
+	}
+}
+
 // TestPublisherLogsOnce checks that the same problem seen again is logged
 // once and counted each time, and that a new problem, or the same after a
 // good list, is logged again.
