@@ -68,6 +68,7 @@ var parallelScenarios = []struct {
 	{"the agent serves the Ready Pods in slot order", inNamespace(testAgentOnLoopback)},
 	{"a keepWarm rollout hands each slot to a Ready Pod", inNamespace(testKeepWarmRollout)},
 	{"the proxy tier converges and its pool follows the slot table", inNamespace(testProxyOnLoopback)},
+	{"stable names follow the slot table in the cluster's EndpointSlices", inNamespace(testStableNames)},
 }
 
 // inNamespace runs a scenario in a namespace of its own.
