@@ -74,10 +74,10 @@ func (stableNames) children(d *desire) []any {
 		Metadata: meta,
 		Spec: corev1.ServiceSpec{
 			// Headless and without a selector: the endpoints are the
-			// slots, which the hook writes. The DNS serves every endpoint
-			// listed, ready or not, so that a slot's name stays while its
-			// Pod is not ready or leaving: a name that went away would make
-			// clients that hash on names move every key.
+			// slots, which the hook writes. Every one is published, its
+			// Pod ready or not (slotSlices), so that a slot's name stays
+			// while its Pod is not ready or leaving: a name that went away
+			// would make clients that hash on names move keys.
 			ClusterIP:                corev1.ClusterIPNone,
 			PublishNotReadyAddresses: true,
 			Ports: []corev1.ServicePort{{
@@ -93,8 +93,16 @@ func (stableNames) children(d *desire) []any {
 // always, and NAME-slots-ipv6 while a slot has an IPv6 address. Each slot
 // with an address is an endpoint, hostname NAME-N, in slot order: a Pod
 // that holds it (targetRef) or, while the slot is Empty (its Pod was lost
-// and no Ready Pod took it yet), the address it had, not ready, so that
-// the name stays and clients miss on that slot alone rather than rehash.
+// and no Ready Pod took it yet), the address it had, so that the name
+// stays and clients miss on that slot alone rather than rehash.
+//
+// Every endpoint is ready: the cluster DNS (CoreDNS, measured in test/dns)
+// serves only ready endpoints, publishNotReadyAddresses or not, and the
+// API's own rule for a Service that publishes not-ready addresses is that
+// ready is overridden so (what the EndpointSlice controller writes for
+// one). serving and terminating say what the slot's Pod does: serving
+// while it is Serving or Leaving (a leaving Pod serves until its hand-off
+// ends), terminating while it is Leaving.
 func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 	last := lastSlotAddresses(d)
 	byFamily := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
@@ -106,13 +114,13 @@ func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 		case e.IP != "" && e.Pod != "":
 			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: d.p.Namespace, Name: e.Pod}
 			ep.Conditions = discoveryv1.EndpointConditions{
-				Ready:       ptr(e.State == v1alpha1.SlotServing),
+				Ready:       ptr(true),
 				Serving:     ptr(e.State == v1alpha1.SlotServing || e.State == v1alpha1.SlotLeaving),
 				Terminating: ptr(e.State == v1alpha1.SlotLeaving),
 			}
 		case last[hostname] != "":
 			addr = last[hostname]
-			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(false), Serving: ptr(false), Terminating: ptr(false)}
+			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false), Terminating: ptr(false)}
 		default:
 			continue
 		}

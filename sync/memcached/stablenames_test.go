@@ -94,7 +94,7 @@ func TestStableNames(t *testing.T) {
 		f: fixture{spec: spec, kinds: namesKinds, deployment: convergedDeploy(3), pods: []pod{three[0], three[2]}, slotTable: serving,
 			children: observed(t, firstSync)},
 		wantEndpoints: map[string][]string{testName + "-slots": {
-			"cache-a-0=10.0.0.1 110 Pod/cache/m-a", "cache-a-1=10.0.0.2 000 -", "cache-a-2=10.0.0.3 110 Pod/cache/m-c"}},
+			"cache-a-0=10.0.0.1 110 Pod/cache/m-a", "cache-a-1=10.0.0.2 100 -", "cache-a-2=10.0.0.3 110 Pod/cache/m-c"}},
 		wantAddresses: []string{"cache-a-0.cache-a-slots.cache.svc:11211", "cache-a-1.cache-a-slots.cache.svc:11211", "cache-a-2.cache-a-slots.cache.svc:11211"},
 		wantDegraded:  memcached.ReasonAsExpected,
 	}, {
@@ -104,11 +104,11 @@ func TestStableNames(t *testing.T) {
 			"cache-a-0=10.0.0.1 110 Pod/cache/m-a", "cache-a-2=10.0.0.3 110 Pod/cache/m-c"}},
 		wantDegraded: memcached.ReasonAsExpected,
 	}, {
-		name: "a leaving and a not-ready Pod keep their names, not ready; the leaving one still serves",
+		name: "a leaving and a not-ready Pod keep their names (published ready); the leaving one still serves",
 		f: fixture{spec: spec, kinds: namesKinds, deployment: convergedDeploy(3), slotTable: serving,
 			pods: []pod{three[0], {name: "m-b", deleting: true, ready: true, ip: "10.0.0.2"}, {name: "m-c", ip: "10.0.0.3"}}},
 		wantEndpoints: map[string][]string{testName + "-slots": {
-			"cache-a-0=10.0.0.1 110 Pod/cache/m-a", "cache-a-1=10.0.0.2 011 Pod/cache/m-b", "cache-a-2=10.0.0.3 000 Pod/cache/m-c"}},
+			"cache-a-0=10.0.0.1 110 Pod/cache/m-a", "cache-a-1=10.0.0.2 111 Pod/cache/m-b", "cache-a-2=10.0.0.3 100 Pod/cache/m-c"}},
 		wantDegraded: memcached.ReasonAsExpected,
 	}, {
 		name: "IPv6 Pods: a slice of their own, and an empty IPv4 one",

@@ -411,7 +411,8 @@ func (r *runner) checkAgent(prefix string) {
 		cancel()
 		var m struct {
 			Status struct {
-				SlotTable v1alpha1.SlotTable `json:"slotTable"`
+				SlotTable     v1alpha1.SlotTable `json:"slotTable"`
+				SlotAddresses []string           `json:"slotAddresses"`
 			} `json:"status"`
 		}
 		if err == nil && json.Unmarshal(out, &m) == nil {
