@@ -28,8 +28,8 @@ type Hook struct {
 	mu    sync.Mutex
 	addr  string // 127.0.0.1:PORT once started
 	cmd   *exec.Cmd
-	done  chan struct{} // closed when the process has exited
-	calls []hookCall    // every call the hook logged, in order
+	done  <-chan struct{} // closed when the process has exited
+	calls []hookCall      // every call the hook logged, in order
 }
 
 // hookCall is one line the hook logs per call.
@@ -83,46 +83,28 @@ func (h *Hook) Start(addr string) error {
 	// only names what a cluster would run.
 	cmd := exec.Command(h.bin, "--listen-address="+addr, "--shutdown-delay=0", "--agent-image="+AgentImage)
 	cmd.Env = hookEnv()
-	cmd.Stderr = log
-	cmd.SysProcAttr = sysProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return err
-	}
-	done := make(chan struct{})
 	listening := make(chan string, 1)
-	go func() {
-		defer close(done)
-		defer log.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			fmt.Fprintf(log, "%s\n", line)
-			var c struct {
-				hookCall
-				Address string `json:"address"`
-			}
-			if json.Unmarshal(line, &c) != nil {
-				continue
-			}
-			switch c.Msg {
-			case "listening":
-				listening <- c.Address
-			case "hook call":
-				c.at = time.Now()
-				h.mu.Lock()
-				h.calls = append(h.calls, c.hookCall)
-				h.mu.Unlock()
-			}
+	done, err := startLogged(cmd, log, func(line []byte) {
+		var c struct {
+			hookCall
+			Address string `json:"address"`
 		}
-		_ = cmd.Wait()
-	}()
+		if json.Unmarshal(line, &c) != nil {
+			return
+		}
+		switch c.Msg {
+		case "listening":
+			listening <- c.Address
+		case "hook call":
+			c.at = time.Now()
+			h.mu.Lock()
+			h.calls = append(h.calls, c.hookCall)
+			h.mu.Unlock()
+		}
+	}, nil)
+	if err != nil {
+		return err
+	}
 	select {
 	case a := <-listening:
 		h.mu.Lock()
@@ -136,6 +118,40 @@ func (h *Hook) Start(addr string) error {
 		<-done
 		return fmt.Errorf("the hook did not say it listens within %s (output in %s)", hookStartTimeout, h.logPath)
 	}
+}
+
+// startLogged starts cmd, which the kernel kills if this process dies,
+// with what it writes going to log, which it closes when cmd has exited
+// or could not start. It hands each line cmd writes on stdout (the
+// program's JSON log) to each, in order, then calls exited, if not nil,
+// once cmd has exited, and closes the channel it returns.
+func startLogged(cmd *exec.Cmd, log *os.File, each func(line []byte), exited func()) (<-chan struct{}, error) {
+	cmd.Stderr = log
+	cmd.SysProcAttr = sysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer log.Close()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			fmt.Fprintf(log, "%s\n", sc.Bytes())
+			each(sc.Bytes())
+		}
+		_ = cmd.Wait()
+		if exited != nil {
+			exited()
+		}
+	}()
+	return done, nil
 }
 
 // Stop stops the hook (SIGTERM: it stops at once with --shutdown-delay=0)
