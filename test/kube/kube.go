@@ -724,20 +724,7 @@ func childEnv() []string {
 }
 
 // stop sends SIGTERM, waits up to stopTimeout, then kills the process.
-func (p *process) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop() { testutil.Stop(p.cmd, p.done, syscall.SIGTERM, stopTimeout) }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1. They are only
 // reserved until it returns, so start retries on a conflict.

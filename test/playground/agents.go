@@ -178,13 +178,7 @@ func (a *Agents) start(ctx context.Context, c *kube.Cluster, ns, name string) er
 func (a *Agents) stop(key string) {
 	p := a.running[key]
 	delete(a.running, key)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	testutil.Stop(p.cmd, p.done, syscall.SIGTERM, 15*time.Second)
 }
 
 // Stop stops every agent.

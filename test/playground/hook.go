@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Hook is the operator's hook, built from this checkout and run on
@@ -165,12 +167,7 @@ func (h *Hook) Stop() error {
 	if cmd == nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	if !testutil.Stop(cmd, done, syscall.SIGTERM, 15*time.Second) {
 		return fmt.Errorf("the hook did not stop within 15s of SIGTERM (output in %s)", h.logPath)
 	}
 	return h.raceReport()
