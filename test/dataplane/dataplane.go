@@ -187,8 +187,7 @@ func StartAgent(t testing.TB, args ...string) *Agent {
 	}
 	listening := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := testutil.Lines(stdout, 1<<20)
 		once := sync.Once{}
 		for sc.Scan() {
 			line := sc.Bytes()
@@ -316,8 +315,7 @@ func StartNodeClient(t testing.TB, args ...string) *NodeClient {
 		t.Fatal(err)
 	}
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		sc := testutil.Lines(stdout, 4<<20)
 		for sc.Scan() {
 			c.out.Write(append(sc.Bytes(), '\n'))
 			var m map[string]any

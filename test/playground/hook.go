@@ -1,7 +1,6 @@
 package playground
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -142,8 +141,7 @@ func startLogged(cmd *exec.Cmd, log *os.File, each func(line []byte), exited fun
 	go func() {
 		defer close(done)
 		defer log.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := testutil.Lines(stdout, 1<<20)
 		for sc.Scan() {
 			fmt.Fprintf(log, "%s\n", sc.Bytes())
 			each(sc.Bytes())
@@ -253,8 +251,7 @@ func (h *Hook) LogLinesFor(ns string) string {
 	}
 	defer f.Close()
 	var out strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc := testutil.Lines(f, 1<<20)
 	needle := []byte(`"namespace":"` + ns + `"`)
 	for sc.Scan() {
 		if bytes.Contains(sc.Bytes(), needle) {

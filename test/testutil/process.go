@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -25,4 +27,12 @@ func Stop(cmd *exec.Cmd, done <-chan struct{}, sig os.Signal, grace time.Duratio
 		<-done
 		return false
 	}
+}
+
+// Lines scans r line by line, a line up to max bytes: a program's JSON log
+// line, a hook call's say, can be far longer than bufio.Scanner's 64 KiB.
+func Lines(r io.Reader, max int) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), max)
+	return sc
 }
