@@ -10,10 +10,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -25,24 +23,12 @@ import (
 func main() { program.Main("apigen", run) }
 
 func run(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("apigen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	crdPath := fs.String("crd", "", "the CRD `file` controller-gen wrote; rewritten in place")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs := program.NewToolFlags("apigen --crd FILE", stderr)
+	crdPath := fs.Required("crd", "the CRD `file` controller-gen wrote; rewritten in place")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *crdPath == "" || fs.NArg() > 0 {
-		return errors.New("usage: apigen --crd FILE")
-	}
-	in, err := os.ReadFile(*crdPath)
-	if err != nil {
-		return err
-	}
-	out, err := complete(in)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *crdPath, err)
-	}
-	return os.WriteFile(*crdPath, out, 0o644)
+	return program.Rewrite(*crdPath, complete)
 }
 
 // quantityMaxLength and resourceMaxProperties bound the quantities of

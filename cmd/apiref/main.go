@@ -16,13 +16,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/example/memcached-operator/cmd/internal/program"
 )
@@ -30,34 +25,15 @@ import (
 func main() { program.Main("apiref", run) }
 
 func run(_ context.Context, args []string, _ func(string) string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("apiref", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	crdPath := fs.String("crd", "", "the CRD `file` make generate wrote")
-	readmePath := fs.String("readme", "", "the README `file` whose generated part is rewritten in place")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs := program.NewToolFlags("apiref --crd FILE --readme FILE", stderr)
+	crdPath := fs.Required("crd", "the CRD `file` make generate wrote")
+	readmePath := fs.Required("readme", "the README `file` whose generated part is rewritten in place")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *crdPath == "" || *readmePath == "" || fs.NArg() > 0 {
-		return errors.New("usage: apiref --crd FILE --readme FILE")
-	}
-	crd, err := os.ReadFile(*crdPath)
+	ref, err := program.Transform(*crdPath, reference)
 	if err != nil {
 		return err
 	}
-	ref, err := reference(crd)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *crdPath, err)
-	}
-	readme, err := os.ReadFile(*readmePath)
-	if err != nil {
-		return err
-	}
-	out, err := splice(readme, ref)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *readmePath, err)
-	}
-	if bytes.Equal(out, readme) {
-		return nil
-	}
-	return os.WriteFile(*readmePath, out, 0o644)
+	return program.Rewrite(*readmePath, func(readme []byte) ([]byte, error) { return splice(readme, ref) })
 }

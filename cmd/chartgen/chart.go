@@ -166,10 +166,7 @@ var params = []param{
 			"Change it with resources.limits.memory.",
 		kind: "Deployment", name: "memcached-hook",
 		path: []string{"spec", "template", "spec", "containers", "name=hook", "env", "name=GOMEMLIMIT", "value"},
-		set: func(n *node) (any, map[string]any, error) {
-			n.tmpl = "{{ .Values.goMemLimit | quote }}"
-			return n.scalar, map[string]any{"type": "string", "pattern": goMemLimit}, nil
-		},
+		set:  quotedString("goMemLimit", goMemLimit),
 	},
 	{
 		key: "metacontrollerNamespace",
@@ -181,11 +178,18 @@ var params = []param{
 		// The binding of what Metacontroller needs (metacontroller-rbac.yaml)
 		// names its ServiceAccount there.
 		copies: []field{{kind: "ClusterRoleBinding", name: "memcached-operator:metacontroller", path: []string{"subjects", "0", "namespace"}}},
-		set: func(n *node) (any, map[string]any, error) {
-			n.tmpl = "{{ .Values.metacontrollerNamespace | quote }}"
-			return n.scalar, map[string]any{"type": "string", "pattern": dnsLabel}, nil
-		},
+		set:    quotedString("metacontrollerNamespace", dnsLabel),
 	},
+}
+
+// quotedString is the set of the string value key: the field becomes the
+// value, quoted, its default is the base's, and its schema a string that
+// matches pattern.
+func quotedString(key, pattern string) func(n *node) (any, map[string]any, error) {
+	return func(n *node) (any, map[string]any, error) {
+		n.tmpl = "{{ .Values." + key + " | quote }}"
+		return n.scalar, map[string]any{"type": "string", "pattern": pattern}, nil
+	}
 }
 
 // field is a field of an object of the base.

@@ -23,7 +23,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -37,16 +36,12 @@ import (
 func main() { program.Main("chartgen", run) }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("chartgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := program.NewToolFlags("chartgen [flags]", stderr)
 	kubectl := fs.String("kubectl", getenv("KUBECTL_BIN"), "the kubectl `program` whose kustomize builds the manifests (default $KUBECTL_BIN)")
 	manifests := fs.String("manifests", "manifests", "the kustomize `directory` the chart installs; its components/ and overlays/ are read too")
 	chart := fs.String("chart", "manifests/helm/memcached-operator", "the chart's `directory`, whose name is the chart's; its README.md must have a values section")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *kubectl == "" {
 		return errors.New("no kubectl: pass --kubectl or set KUBECTL_BIN (make chart does)")

@@ -157,20 +157,15 @@ func (n *node) apply(base, v any, c, path string) error {
 			}
 		}
 		for _, k := range sortedKeys(m) {
-			bv, inBase := b[k]
-			if inBase {
-				if err := n.entry(k).val.apply(bv, m[k], c, path+"."+k); err != nil {
-					return err
-				}
-				continue
+			var err error
+			if bv, inBase := b[k]; inBase {
+				err = n.entry(k).val.apply(bv, m[k], c, path+"."+k)
+			} else {
+				err = n.addKey(k, m[k], c, path)
 			}
-			if e := n.entry(k); e != nil {
-				if err := e.add(m[k], c, path+"."+k); err != nil {
-					return err
-				}
-				continue
+			if err != nil {
+				return err
 			}
-			n.insert(&entry{key: k, when: []string{c}, val: fromValue(m[k])})
 		}
 		return nil
 	case []any:
@@ -370,6 +365,17 @@ func (e *entry) add(v any, c, path string) error {
 	return e.val.merge(before, v, c, path)
 }
 
+// addKey records that component c adds the key k, with the value v, to
+// the map node n at path: to the entry that earlier components added, or
+// as an entry of c's alone.
+func (n *node) addKey(k string, v any, c, path string) error {
+	if e := n.entry(k); e != nil {
+		return e.add(v, c, path+"."+k)
+	}
+	n.insert(&entry{key: k, when: []string{c}, val: fromValue(v)})
+	return nil
+}
+
 // merge records that component c adds v where the components before (and
 // only they) added n: what they added stays theirs, and what c adds is
 // c's. A list gets c's items after theirs, as a patch appends them.
@@ -386,13 +392,9 @@ func (n *node) merge(before []string, v any, c, path string) error {
 			}
 		}
 		for _, k := range sortedKeys(m) {
-			if e := n.entry(k); e != nil {
-				if err := e.add(m[k], c, path+"."+k); err != nil {
-					return err
-				}
-				continue
+			if err := n.addKey(k, m[k], c, path); err != nil {
+				return err
 			}
-			n.insert(&entry{key: k, when: []string{c}, val: fromValue(m[k])})
 		}
 		return nil
 	case listNode:

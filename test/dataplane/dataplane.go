@@ -107,12 +107,8 @@ func (m *Memcached) Running() bool {
 // Keys returns how many of keys this memcached holds, asked directly.
 func (m *Memcached) Keys(t testing.TB, keys []string) int {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", m.Addr(), 2*time.Second)
-	if err != nil {
-		t.Fatalf("dataplane: %s: %v", m.Addr(), err)
-	}
+	c := mustDial(t, m.Addr(), 30*time.Second)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReader(c)
 	held := 0
 	for _, k := range keys {
@@ -191,8 +187,7 @@ func StartAgent(t testing.TB, args ...string) *Agent {
 	}
 	listening := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := testutil.Lines(stdout, 1<<20)
 		once := sync.Once{}
 		for sc.Scan() {
 			line := sc.Bytes()
@@ -226,20 +221,7 @@ func StartAgent(t testing.TB, args ...string) *Agent {
 }
 
 // Stop ends the agent with SIGTERM, as kubelet does, and waits.
-func (a *Agent) Stop() {
-	select {
-	case <-a.done:
-		return
-	default:
-	}
-	_ = a.cmd.Process.Signal(terminate)
-	select {
-	case <-a.done:
-	case <-time.After(30 * time.Second):
-		_ = a.cmd.Process.Kill()
-		<-a.done
-	}
-}
+func (a *Agent) Stop() { testutil.Stop(a.cmd, a.done, terminate, 30*time.Second) }
 
 // PID is the agent's process ID.
 func (a *Agent) PID() int { return a.cmd.Process.Pid }
@@ -247,14 +229,33 @@ func (a *Agent) PID() int { return a.cmd.Process.Pid }
 // Log is what the agent logged so far.
 func (a *Agent) Log() string { return a.out.String() }
 
+// dial connects to addr for one exchange, which must be over within d.
+func dial(addr string, d time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(d))
+	return c, nil
+}
+
+// mustDial is dial for t, which it fails when addr does not answer.
+func mustDial(t testing.TB, addr string, d time.Duration) net.Conn {
+	t.Helper()
+	c, err := dial(addr, d)
+	if err != nil {
+		t.Fatalf("dataplane: %s: %v", addr, err)
+	}
+	return c
+}
+
 // ConfigGetCluster asks an endpoint for its list, as clients do.
 func ConfigGetCluster(addr string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	c, err := dial(addr, 5*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "config get cluster\r\n"); err != nil {
 		return "", err
 	}
@@ -314,8 +315,7 @@ func StartNodeClient(t testing.TB, args ...string) *NodeClient {
 		t.Fatal(err)
 	}
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		sc := testutil.Lines(stdout, 4<<20)
 		for sc.Scan() {
 			c.out.Write(append(sc.Bytes(), '\n'))
 			var m map[string]any

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +13,8 @@ import (
 // asked directly (mg with v, pipelined: one write, then the answers).
 func (m *Memcached) Values(t testing.TB, keys []string) map[string]string {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", m.Addr(), 2*time.Second)
-	if err != nil {
-		t.Fatalf("dataplane: %s: %v", m.Addr(), err)
-	}
+	c := mustDial(t, m.Addr(), 60*time.Second)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
 	errc := make(chan error, 1)
 	go func() {
 		w := bufio.NewWriterSize(c, 64<<10)

@@ -217,12 +217,8 @@ func (p *Proxy) Alive() error {
 // Stats returns the proxy's own stats (proxy_config_reloads, ...).
 func (p *Proxy) Stats(t testing.TB) map[string]string {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", p.Addr(), 2*time.Second)
-	if err != nil {
-		t.Fatalf("dataplane: the proxy: %v", err)
-	}
+	c := mustDial(t, p.Addr(), 5*time.Second)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -265,12 +261,11 @@ func (p *Proxy) AgentArgs() []string {
 // Ask sends line on a new connection and returns the first line of the
 // answer, or the whole answer up to END for a get, a VA for an mg.
 func Ask(addr, line string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	c, err := dial(addr, 5*time.Second)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, line); err != nil {
 		return "", err
 	}

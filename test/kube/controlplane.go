@@ -211,44 +211,37 @@ func (c *Cluster) startMore(ctx context.Context, cfg Config, dir string, pki pki
 	// Every program gets the admin kubeconfig, and serves only on
 	// 127.0.0.1 (they default to every interface).
 	if opts.Controllers {
-		kcmPort, schedPort := ports[0], ports[1]
-		ports = ports[2:]
-		p, err := start("kube-controller-manager", progs.ControllerManager,
-			"--kubeconfig="+c.kubeconfig,
-			"--authentication-kubeconfig="+c.kubeconfig,
-			"--authorization-kubeconfig="+c.kubeconfig,
-			// The API server has no requestheader CA: without this the
-			// lookup fails and is logged every few seconds.
-			"--authentication-skip-lookup",
-			"--bind-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(kcmPort),
-			"--cert-dir="+filepath.Join(dir, "kcm-certs"),
-			"--leader-elect=false",
-			"--profiling=false",
-			"--controllers="+controllers,
-			"--root-ca-file="+pki.caCert,
-		)
-		if err != nil {
-			return err
-		}
-		checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(kcmPort) + "/healthz"})
-		p, err = start("kube-scheduler", progs.Scheduler,
-			"--kubeconfig="+c.kubeconfig,
-			"--authentication-kubeconfig="+c.kubeconfig,
-			"--authorization-kubeconfig="+c.kubeconfig,
-			"--authentication-skip-lookup",
-			"--bind-address=127.0.0.1",
-			"--secure-port="+strconv.Itoa(schedPort),
-			"--cert-dir="+filepath.Join(dir, "scheduler-certs"),
-			"--leader-elect=false",
-			"--profiling=false",
-		)
-		if err != nil {
-			return err
-		}
+		// kube-controller-manager and kube-scheduler take the same flags
+		// to reach the API server and to serve, and both are checked on
 		// /healthz: kube-scheduler 1.30, the version the tests pin, serves
 		// no /readyz (later releases add it).
-		checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(schedPort) + "/healthz"})
+		component := func(name, bin string, port int, certDir string, more ...string) error {
+			p, err := start(name, bin, append([]string{
+				"--kubeconfig=" + c.kubeconfig,
+				"--authentication-kubeconfig=" + c.kubeconfig,
+				"--authorization-kubeconfig=" + c.kubeconfig,
+				// The API server has no requestheader CA: without this the
+				// lookup fails and is logged every few seconds.
+				"--authentication-skip-lookup",
+				"--bind-address=127.0.0.1",
+				"--secure-port=" + strconv.Itoa(port),
+				"--cert-dir=" + filepath.Join(dir, certDir),
+				"--leader-elect=false",
+				"--profiling=false",
+			}, more...)...)
+			if err == nil {
+				checks = append(checks, check{p, "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"})
+			}
+			return err
+		}
+		if err := component("kube-controller-manager", progs.ControllerManager, ports[0], "kcm-certs",
+			"--controllers="+controllers, "--root-ca-file="+pki.caCert); err != nil {
+			return err
+		}
+		if err := component("kube-scheduler", progs.Scheduler, ports[1], "scheduler-certs"); err != nil {
+			return err
+		}
+		ports = ports[2:]
 	}
 	var kwok *process
 	if len(opts.Nodes) > 0 {
@@ -297,7 +290,7 @@ func (c *Cluster) startMore(ctx context.Context, cfg Config, dir string, pki pki
 		for _, p := range c.clients {
 			names = append(names, p.name)
 		}
-		cfg.logf("kube: started %s; waiting until they are ready", strings.Join(names, ", "))
+		cfg.Logf.Printf("kube: started %s; waiting until they are ready", strings.Join(names, ", "))
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for _, ch := range checks {
@@ -309,7 +302,7 @@ func (c *Cluster) startMore(ctx context.Context, cfg Config, dir string, pki pki
 		if err := c.addNodes(ctx, opts.Nodes, kwok, deadline); err != nil {
 			return err
 		}
-		cfg.logf("kube: %d fake Nodes Ready", len(opts.Nodes))
+		cfg.Logf.Printf("kube: %d fake Nodes Ready", len(opts.Nodes))
 	}
 	return nil
 }

@@ -317,14 +317,7 @@ type Config struct {
 	// Options say what runs beside etcd and kube-apiserver.
 	Options Options
 	// Logf, if set, is told of progress and of retries.
-	Logf func(format string, args ...any)
-}
-
-// logf calls Logf if set.
-func (cfg Config) logf(format string, args ...any) {
-	if cfg.Logf != nil {
-		cfg.Logf(format, args...)
-	}
+	Logf testutil.Logf
 }
 
 // Launch starts etcd and kube-apiserver (and what cfg.Options ask for) with
@@ -353,7 +346,7 @@ func Launch(ctx context.Context, cfg Config) (*Cluster, error) {
 		if err == nil || c == nil || !c.portConflict() || attempt == startAttempts {
 			return c, err
 		}
-		cfg.logf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
+		cfg.Logf.Printf("kube: port conflict on attempt %d, retrying: %v", attempt, err)
 	}
 	return c, err
 }
@@ -474,7 +467,7 @@ func launchOnce(ctx context.Context, cfg Config, dir string) (*Cluster, error) {
 		c.Stop()
 		return c, err
 	}
-	cfg.logf("kube: etcd and kube-apiserver ready at %s", c.server)
+	cfg.Logf.Printf("kube: etcd and kube-apiserver ready at %s", c.server)
 	if err := c.startMore(ctx, cfg, dir, files, ports[3:]); err != nil {
 		c.Stop()
 		return c, err
@@ -731,20 +724,7 @@ func childEnv() []string {
 }
 
 // stop sends SIGTERM, waits up to stopTimeout, then kills the process.
-func (p *process) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *process) stop() { testutil.Stop(p.cmd, p.done, syscall.SIGTERM, stopTimeout) }
 
 // freePorts returns n distinct free TCP ports on 127.0.0.1. They are only
 // reserved until it returns, so start retries on a conflict.

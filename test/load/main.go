@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/memcached-operator/test/testutil"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -262,8 +262,7 @@ func start(ctx context.Context, name, bin string, args ...string) (*server, erro
 	s := &server{name: name, cmd: cmd}
 	addr := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := testutil.Lines(out, 1<<20)
 		for sc.Scan() {
 			var line struct {
 				Msg        string   `json:"msg"`

@@ -1,7 +1,6 @@
 package playground
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Agents runs, on loopback, the agent of every Memcached that asks for
@@ -31,7 +31,7 @@ type Agents struct {
 	// Root is the repository, Dir where the binary, the kubeconfigs, the
 	// logs and the addresses go.
 	Root, Dir string
-	Logf      func(format string, args ...any)
+	Logf      testutil.Logf
 
 	mu      sync.Mutex
 	bin     string
@@ -40,7 +40,7 @@ type Agents struct {
 
 type agentProcess struct {
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 }
 
 // BuildAgent builds cmd/memcached-agent of the repository at root into dir.
@@ -102,7 +102,7 @@ func (a *Agents) Sync(ctx context.Context, c *kube.Cluster) error {
 		}
 		ns, name, _ := strings.Cut(key, "/")
 		if err := a.start(ctx, c, ns, name); err != nil {
-			a.logf("agent of %s: %v (trying again)", key, err)
+			a.Logf.Printf("agent of %s: %v (trying again)", key, err)
 		}
 	}
 	return nil
@@ -142,45 +142,28 @@ func (a *Agents) start(ctx context.Context, c *kube.Cluster, ns, name string) er
 	}
 	cmd := exec.Command(a.bin, "--kubeconfig="+kcPath, "--memcached="+name, "--namespace="+ns,
 		"--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--shutdown-delay=0")
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		logFile.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return err
-	}
-	p := &agentProcess{cmd: cmd, done: make(chan struct{})}
 	addrPath := filepath.Join(dir, name)
 	listening := make(chan string, 1)
-	go func() {
-		defer close(p.done)
-		defer logFile.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			fmt.Fprintf(logFile, "%s\n", sc.Bytes())
-			var l struct {
-				Msg     string `json:"msg"`
-				Address string `json:"address"`
-			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "listening" {
-				listening <- l.Address
-			}
+	done, err := startLogged(cmd, logFile, func(line []byte) {
+		var l struct {
+			Msg     string `json:"msg"`
+			Address string `json:"address"`
 		}
-		_ = cmd.Wait()
-		os.Remove(addrPath)
-	}()
+		if json.Unmarshal(line, &l) == nil && l.Msg == "listening" {
+			listening <- l.Address
+		}
+	}, func() { os.Remove(addrPath) })
+	if err != nil {
+		return err
+	}
+	p := &agentProcess{cmd: cmd, done: done}
 	select {
 	case addr := <-listening:
 		if err := os.WriteFile(addrPath, []byte(addr+"\n"), 0o600); err != nil {
 			return err
 		}
 		a.running[ns+"/"+name] = p
-		a.logf("agent of %s/%s: the configuration endpoint is %s (in %s; log %s.log)", ns, name, addr, addrPath, addrPath)
+		a.Logf.Printf("agent of %s/%s: the configuration endpoint is %s (in %s; log %s.log)", ns, name, addr, addrPath, addrPath)
 		return nil
 	case <-p.done:
 		return fmt.Errorf("it exited at once (log %s.log)", addrPath)
@@ -195,13 +178,7 @@ func (a *Agents) start(ctx context.Context, c *kube.Cluster, ns, name string) er
 func (a *Agents) stop(key string) {
 	p := a.running[key]
 	delete(a.running, key)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	testutil.Stop(p.cmd, p.done, syscall.SIGTERM, 15*time.Second)
 }
 
 // Stop stops every agent.
@@ -222,12 +199,6 @@ func (a *Agents) PIDs() map[string]int {
 		pids["memcached-agent "+key] = p.cmd.Process.Pid
 	}
 	return pids
-}
-
-func (a *Agents) logf(format string, args ...any) {
-	if a.Logf != nil {
-		a.Logf(format, args...)
-	}
 }
 
 // TokenKubeconfig is the admin kubeconfig at path with its user's

@@ -1,7 +1,6 @@
 package playground
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Hook is the operator's hook, built from this checkout and run on
@@ -28,8 +29,8 @@ type Hook struct {
 	mu    sync.Mutex
 	addr  string // 127.0.0.1:PORT once started
 	cmd   *exec.Cmd
-	done  chan struct{} // closed when the process has exited
-	calls []hookCall    // every call the hook logged, in order
+	done  <-chan struct{} // closed when the process has exited
+	calls []hookCall      // every call the hook logged, in order
 }
 
 // hookCall is one line the hook logs per call.
@@ -83,46 +84,28 @@ func (h *Hook) Start(addr string) error {
 	// only names what a cluster would run.
 	cmd := exec.Command(h.bin, "--listen-address="+addr, "--shutdown-delay=0", "--agent-image="+AgentImage)
 	cmd.Env = hookEnv()
-	cmd.Stderr = log
-	cmd.SysProcAttr = sysProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		log.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return err
-	}
-	done := make(chan struct{})
 	listening := make(chan string, 1)
-	go func() {
-		defer close(done)
-		defer log.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			fmt.Fprintf(log, "%s\n", line)
-			var c struct {
-				hookCall
-				Address string `json:"address"`
-			}
-			if json.Unmarshal(line, &c) != nil {
-				continue
-			}
-			switch c.Msg {
-			case "listening":
-				listening <- c.Address
-			case "hook call":
-				c.at = time.Now()
-				h.mu.Lock()
-				h.calls = append(h.calls, c.hookCall)
-				h.mu.Unlock()
-			}
+	done, err := startLogged(cmd, log, func(line []byte) {
+		var c struct {
+			hookCall
+			Address string `json:"address"`
 		}
-		_ = cmd.Wait()
-	}()
+		if json.Unmarshal(line, &c) != nil {
+			return
+		}
+		switch c.Msg {
+		case "listening":
+			listening <- c.Address
+		case "hook call":
+			c.at = time.Now()
+			h.mu.Lock()
+			h.calls = append(h.calls, c.hookCall)
+			h.mu.Unlock()
+		}
+	}, nil)
+	if err != nil {
+		return err
+	}
 	select {
 	case a := <-listening:
 		h.mu.Lock()
@@ -138,6 +121,39 @@ func (h *Hook) Start(addr string) error {
 	}
 }
 
+// startLogged starts cmd, which the kernel kills if this process dies,
+// with what it writes going to log, which it closes when cmd has exited
+// or could not start. It hands each line cmd writes on stdout (the
+// program's JSON log) to each, in order, then calls exited, if not nil,
+// once cmd has exited, and closes the channel it returns.
+func startLogged(cmd *exec.Cmd, log *os.File, each func(line []byte), exited func()) (<-chan struct{}, error) {
+	cmd.Stderr = log
+	cmd.SysProcAttr = sysProcAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer log.Close()
+		sc := testutil.Lines(stdout, 1<<20)
+		for sc.Scan() {
+			fmt.Fprintf(log, "%s\n", sc.Bytes())
+			each(sc.Bytes())
+		}
+		_ = cmd.Wait()
+		if exited != nil {
+			exited()
+		}
+	}()
+	return done, nil
+}
+
 // Stop stops the hook (SIGTERM: it stops at once with --shutdown-delay=0)
 // and waits for it to exit. It reports a data race the race-built hook
 // found. Stopping a stopped hook does nothing.
@@ -149,12 +165,7 @@ func (h *Hook) Stop() error {
 	if cmd == nil {
 		return nil
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
+	if !testutil.Stop(cmd, done, syscall.SIGTERM, 15*time.Second) {
 		return fmt.Errorf("the hook did not stop within 15s of SIGTERM (output in %s)", h.logPath)
 	}
 	return h.raceReport()
@@ -240,8 +251,7 @@ func (h *Hook) LogLinesFor(ns string) string {
 	}
 	defer f.Close()
 	var out strings.Builder
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc := testutil.Lines(f, 1<<20)
 	needle := []byte(`"namespace":"` + ns + `"`)
 	for sc.Scan() {
 		if bytes.Contains(sc.Bytes(), needle) {

@@ -69,6 +69,25 @@ func Install(c *kube.Cluster, root, hookURL, dir string) error {
 	return nil
 }
 
+// compositeController is what the install reads of a CompositeController
+// (or of another object, by Kind): its name, and where each of its hooks
+// calls, a Service and a path, or a URL.
+type compositeController struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Hooks map[string]struct {
+			Webhook struct {
+				URL     string         `json:"url"`
+				Service map[string]any `json:"service"`
+				Path    string         `json:"path"`
+			} `json:"webhook"`
+		} `json:"hooks"`
+	} `json:"spec"`
+}
+
 // ApplyInstall runs kubectl apply -k on an overlay of target (manifests/
 // or one of its overlays) that replaces each hook's Service reference in
 // the CompositeController with a URL on the loopback hook, keeping the
@@ -82,20 +101,7 @@ func ApplyInstall(c *kube.Cluster, target, hookURL, dir string) error {
 	}
 	var patches []map[string]any
 	for doc := range strings.SplitSeq(rendered, "\n---\n") {
-		var obj struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Hooks map[string]struct {
-					Webhook struct {
-						Service map[string]any `json:"service"`
-						Path    string         `json:"path"`
-					} `json:"webhook"`
-				} `json:"hooks"`
-			} `json:"spec"`
-		}
+		var obj compositeController
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 			return fmt.Errorf("decoding %s as rendered: %v", target, err)
 		}
@@ -167,19 +173,7 @@ func CheckHookURLs(c *kube.Cluster, hookURL string) error {
 		return fmt.Errorf("kubectl get compositecontrollers: %v: %s", err, stderr)
 	}
 	var list struct {
-		Items []struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Hooks map[string]struct {
-					Webhook struct {
-						URL     string         `json:"url"`
-						Service map[string]any `json:"service"`
-					} `json:"webhook"`
-				} `json:"hooks"`
-			} `json:"spec"`
-		} `json:"items"`
+		Items []compositeController `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
 		return fmt.Errorf("decoding kubectl get compositecontrollers: %v", err)

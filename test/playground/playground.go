@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 
 	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // DirEnv is set, to make up's state directory, in the environment of
@@ -82,14 +83,7 @@ type Config struct {
 	// Race builds the hook with the race detector.
 	Race bool
 	// Logf, if set, is told of progress.
-	Logf func(format string, args ...any)
-}
-
-// logf calls Logf if set.
-func (cfg Config) logf(format string, args ...any) {
-	if cfg.Logf != nil {
-		cfg.Logf(format, args...)
-	}
+	Logf testutil.Logf
 }
 
 // System is the operator running on a control plane.
@@ -125,14 +119,14 @@ func Prepare(ctx context.Context, cfg Config) (*System, kube.Options, error) {
 	}
 	go func() {
 		defer close(s.hookDone)
-		cfg.logf("playground: building the hook from %s", cfg.Root)
+		cfg.Logf.Printf("playground: building the hook from %s", cfg.Root)
 		bin, err := BuildHook(ctx, cfg.Root, cfg.Dir, cfg.Race)
 		if err == nil {
 			s.Hook.bin = bin
 			err = s.Hook.Start("127.0.0.1:0")
 		}
 		if err == nil {
-			cfg.logf("playground: hook listening on %s (output in %s)", s.Hook.URL(), s.Hook.LogPath())
+			cfg.Logf.Printf("playground: hook listening on %s (output in %s)", s.Hook.URL(), s.Hook.LogPath())
 		}
 		s.hookErr = err
 	}()
@@ -146,7 +140,7 @@ func Prepare(ctx context.Context, cfg Config) (*System, kube.Options, error) {
 		if s.hookErr != nil {
 			return fmt.Errorf("the hook: %w", s.hookErr)
 		}
-		cfg.logf("playground: installing Metacontroller's CRDs, a ServiceMonitor CRD and %s/ with the hooks on %s", Manifests, s.Hook.URL())
+		cfg.Logf.Printf("playground: installing Metacontroller's CRDs, a ServiceMonitor CRD and %s/ with the hooks on %s", Manifests, s.Hook.URL())
 		return Install(c, cfg.Root, s.Hook.URL(), cfg.Dir)
 	}
 	return s, opts, nil

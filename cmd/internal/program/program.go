@@ -3,7 +3,9 @@
 // a metrics registry of the program's own, the HTTP server limits, and the
 // graceful stop on SIGINT or SIGTERM. Each binary keeps in its own run
 // what only it does; both keep the shape main → run(ctx, args, getenv,
-// stdout, stderr), so that tests run the whole program in process.
+// stdout, stderr), so that tests run the whole program in process. The
+// tools make runs (apigen, apiref, chartgen) keep that shape too, with Main,
+// and share ToolFlags and the rewrite of a file in place (tool.go).
 package program
 
 import (

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/example/memcached-operator/test/kube"
 	"github.com/example/memcached-operator/test/playground"
 	"github.com/example/memcached-operator/test/procnet"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // waitStartTimeout bounds how long up waits for a supervisor that an
@@ -123,8 +123,7 @@ func up(ctx context.Context, d stateDir, root string, getenv func(string) string
 	go func() {
 		defer close(reports)
 		defer r.Close()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sc := testutil.Lines(r, 1<<20)
 		for sc.Scan() {
 			var rep report
 			if json.Unmarshal(sc.Bytes(), &rep) != nil {
