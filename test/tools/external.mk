@@ -180,6 +180,27 @@ npm-clients:
 	@echo "npm-clients: NOT INSTALLED: npm is not on PATH; tests that drive an npm client skip (fail under CI)" >&2
 endif
 
+# ---- real Go client libraries -------------------------------------------------
+# memclient (test/clients/go): Grafana dskit's cache.MemcachedClient and
+# bradfitz/gomemcache, the Go clients a user meets, driven by the tests over
+# client.mjs's protocol. A module of its own (go.mod and go.sum committed)
+# so that their dependency graphs stay out of the operator's go.mod. The
+# file name carries a hash of the module's files, so a change to its
+# source or its dependencies builds a new file.
+
+GO_CLIENTS_SRC   := test/clients/go
+GO_CLIENTS_FILES := $(GO_CLIENTS_SRC)/go.mod $(GO_CLIENTS_SRC)/go.sum $(wildcard $(GO_CLIENTS_SRC)/memclient/*.go)
+GO_CLIENTS_HASH  := $(shell cat $(GO_CLIENTS_FILES) | sha256sum | cut -c1-12)
+GO_CLIENTS_BIN   ?= $(TOOLS_BIN_DIR)/memclient-$(GO_CLIENTS_HASH)
+
+.PHONY: go-clients
+go-clients: $(GO_CLIENTS_BIN) ## build the Go clients the tests drive (dskit, gomemcache) into .cache/bin
+
+$(GO_CLIENTS_BIN): $(GO_CLIENTS_FILES) $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	CGO_ENABLED=0 GOWORK=off $(TOOLS_GO) -C $(GO_CLIENTS_SRC) build $(TOOLS_GOFLAGS) -ldflags '-s -w' -o $(abspath $@) ./memclient
+	@touch $@
+
 # ---- real client libraries from Debian ----------------------------------------
 # pymemcache's HashClient (test/clients/python/client.py, run by Debian's
 # /usr/bin/python3, which is the interpreter python3-pymemcache installs
@@ -239,7 +260,7 @@ $(HELM_BIN): $(TOOLS_EXT_DEPS)
 E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
 
 .PHONY: e2e-tools test-tools
-e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients debian-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter; install the npm and Debian clients
+e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients go-clients debian-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter and the Go clients; install the npm and Debian clients
 test-tools: kube-tools e2e-tools helm ## build every program the tests run (kube-tools, e2e-tools and helm)
 
 # E2E_TOOLS_ENV is the environment the end-to-end tests (and the chart's,
@@ -254,4 +275,5 @@ E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER
 	MEMCACHED_BIN=$(abspath $(MEMCACHED_BIN)) \
 	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN)) \
 	NPM_CLIENTS_DIR=$(abspath $(NPM_CLIENTS_DIR)) \
+	GO_CLIENTS_BIN=$(abspath $(GO_CLIENTS_BIN)) \
 	HELM_BIN=$(abspath $(HELM_BIN))
