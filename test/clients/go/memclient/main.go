@@ -196,8 +196,10 @@ type dskitClient struct {
 	c        *cache.MemcachedClient
 	reg      *prometheus.Registry
 	selector *cache.MemcachedJumpHashSelector
-	stop     chan struct{}
-	done     sync.WaitGroup
+	// failed is failures() when a get last read it.
+	failed float64
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 func newDskit(addresses []string, refresh time.Duration, out *emitter) (*dskitClient, error) {
@@ -297,22 +299,28 @@ func (d *dskitClient) watch(out *emitter) {
 func (d *dskitClient) set(key string, value []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
 	defer cancel()
-	return d.c.Set(ctx, key, value, 0)
+	err := d.c.Set(ctx, key, value, 0)
+	if err != nil {
+		d.failed = d.failures() // counted there too: not a get's
+	}
+	return err
 }
 
 // get is GetMulti of one key (dskit's Cache has no single get). GetMulti
 // answers the items it got and counts a failed request in
-// cache_operation_failures_total rather than returning it: a rise of that
-// counter is the error.
+// cache_operation_failures_total rather than returning it: a miss with a
+// rise of that counter is the error. Commands run one at a time, so the
+// count is read only after a miss (a Gather costs about a millisecond).
 func (d *dskitClient) get(key string) (bool, error) {
-	before := d.failures()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
 	defer cancel()
 	got := d.c.GetMulti(ctx, []string{key})
 	if _, ok := got[key]; ok {
 		return true, nil
 	}
-	if d.failures() > before {
+	before := d.failed
+	d.failed = d.failures()
+	if d.failed > before {
 		return false, errors.New("getmulti failed")
 	}
 	return false, nil
