@@ -104,6 +104,13 @@ func (m *Memcached) Running() bool {
 // Keys returns how many of keys this memcached holds, asked directly.
 func (m *Memcached) Keys(t testing.TB, keys []string) int {
 	t.Helper()
+	return len(m.Held(t, keys))
+}
+
+// Held returns which of keys this memcached holds, asked directly (mg, one
+// key at a time), in keys' order.
+func (m *Memcached) Held(t testing.TB, keys []string) []string {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", m.Addr(), 2*time.Second)
 	if err != nil {
 		t.Fatalf("dataplane: %s: %v", m.Addr(), err)
@@ -111,7 +118,7 @@ func (m *Memcached) Keys(t testing.TB, keys []string) int {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReader(c)
-	held := 0
+	var held []string
 	for _, k := range keys {
 		if _, err := fmt.Fprintf(c, "mg %s\r\n", k); err != nil {
 			t.Fatal(err)
@@ -121,7 +128,7 @@ func (m *Memcached) Keys(t testing.TB, keys []string) int {
 			t.Fatalf("dataplane: %s: %v", m.Addr(), err)
 		}
 		if strings.HasPrefix(line, "HD") {
-			held++
+			held = append(held, k)
 		}
 	}
 	return held
