@@ -68,7 +68,11 @@ const (
 	// Dskit is dskit's cache.MemcachedClient: ADDRESS[,...] [REFRESH_MS],
 	// each address host:port or dskit's service discovery
 	// (dnssrvnoa+_memcached._tcp.NAME); REFRESH_MS shortens dskit's 30 s
-	// re-resolution (see go/memclient).
+	// re-resolution (see go/memclient). Its SRV lookups (dskit's miekgdns
+	// resolver) go to resolv.conf's nameservers over TCP only, with no
+	// search domains: the test's DNS server must answer on TCP, and NAME
+	// be fully qualified (….svc.cluster.local). The SRV targets are then
+	// resolved by Go's resolver, search domains and /etc/hosts included.
 	Dskit Kind = "dskit"
 	// Gomemcache is bradfitz/gomemcache's memcache.New: HOST:PORT[,...],
 	// resolved once when it starts.
