@@ -132,6 +132,7 @@ bench: build ## benchmarks and a loopback load run: the ratios BENCHMARKS.md rec
 .PHONY: vet
 vet:
 	$(GO) vet ./...
+	GOWORK=off $(GO) -C test/clients/go vet ./...
 	@test -z "$$(gofmt -l cmd sync test)" || { echo "gofmt needed on:"; gofmt -l cmd sync test; exit 1; }
 
 $(CONTROLLER_GEN):

@@ -3,12 +3,12 @@
 // processes standing in for Pods, each on an address of its own on
 // memcached's port (a loopback alias, 127.x.y.z:11211, as a Pod IP would
 // be), the Memcached's status as the hook answers it for those Pods
-// (Cluster runs the hook's own logic), the agent built from this checkout,
-// and a real client from the npm registry.
+// (Cluster runs the hook's own logic) and the agent built from this
+// checkout; test/clients starts the real clients that use them.
 //
-// Programs come from the environment make test sets: MEMCACHED_BIN
-// (memcached 1.6.45) and NPM_CLIENTS_DIR (the npm clients). A missing one
-// skips the test naming it, or fails it when CI is set.
+// memcached comes from the environment make test sets (MEMCACHED_BIN,
+// memcached 1.6.45). Without it a test skips naming it, or fails when CI
+// is set.
 package dataplane
 
 import (
@@ -30,11 +30,8 @@ import (
 	"github.com/example/memcached-operator/test/testutil"
 )
 
-// Environment variables naming the programs.
-const (
-	EnvMemcached  = "MEMCACHED_BIN"
-	EnvNPMClients = "NPM_CLIENTS_DIR"
-)
+// EnvMemcached names memcached 1.6.45's program.
+const EnvMemcached = "MEMCACHED_BIN"
 
 // Port is memcached's, on every Pod.
 const Port = 11211
@@ -107,10 +104,17 @@ func (m *Memcached) Running() bool {
 // Keys returns how many of keys this memcached holds, asked directly.
 func (m *Memcached) Keys(t testing.TB, keys []string) int {
 	t.Helper()
+	return len(m.Held(t, keys))
+}
+
+// Held returns which of keys this memcached holds, asked directly (mg, one
+// key at a time), in keys' order.
+func (m *Memcached) Held(t testing.TB, keys []string) []string {
+	t.Helper()
 	c := mustDial(t, m.Addr(), 30*time.Second)
 	defer c.Close()
 	r := bufio.NewReader(c)
-	held := 0
+	var held []string
 	for _, k := range keys {
 		if _, err := fmt.Fprintf(c, "mg %s\r\n", k); err != nil {
 			t.Fatal(err)
@@ -120,7 +124,7 @@ func (m *Memcached) Keys(t testing.TB, keys []string) int {
 			t.Fatalf("dataplane: %s: %v", m.Addr(), err)
 		}
 		if strings.HasPrefix(line, "HD") {
-			held++
+			held = append(held, k)
 		}
 	}
 	return held
@@ -269,128 +273,6 @@ func ConfigGetCluster(addr string) (string, error) {
 		}
 		if line == "END\r\n" || strings.HasPrefix(line, "SERVER_ERROR") || strings.HasPrefix(line, "ERROR") {
 			return b.String(), nil
-		}
-	}
-}
-
-// NodeClient is the npm memcache client, driven over its standard input
-// (test/clients/node/client.mjs).
-type NodeClient struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	events chan map[string]any
-	out    *lockedBuffer
-}
-
-// StartNodeClient runs client.mjs with args ("discover", endpoint, poll
-// ms; or "nodes", list).
-func StartNodeClient(t testing.TB, args ...string) *NodeClient {
-	t.Helper()
-	dir := testutil.Program(t, EnvNPMClients, "npm clients")
-	node := testutil.Installed(t, "node", "the npm clients run in it")
-	// An ES module resolves its imports from its own directory: the
-	// script runs from beside node_modules.
-	src, err := os.ReadFile(filepath.Join(testutil.Root(), "test", "clients", "node", "client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, fmt.Sprintf("client-%d.mjs", os.Getpid()))
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(script) })
-	c := &NodeClient{events: make(chan map[string]any, 1024), out: &lockedBuffer{}}
-	c.cmd = exec.Command(node, append([]string{script}, args...)...)
-	c.cmd.Dir = dir
-	c.cmd.Stderr = c.out
-	c.cmd.SysProcAttr = sysProcAttr()
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := testutil.Lines(stdout, 4<<20)
-		for sc.Scan() {
-			c.out.Write(append(sc.Bytes(), '\n'))
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				c.events <- m
-			}
-		}
-		close(c.events)
-	}()
-	t.Cleanup(func() {
-		_, _ = io.WriteString(c.in, `{"op":"quit"}`+"\n")
-		done := make(chan struct{})
-		go func() { _ = c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = c.cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("dataplane: the node client's output:\n%s", c.out.String())
-		}
-	})
-	return c
-}
-
-// PID is the client's process ID.
-func (c *NodeClient) PID() int { return c.cmd.Process.Pid }
-
-// Do sends a command and returns its answer (the next line with its op),
-// keeping the events it reads meanwhile for Next.
-func (c *NodeClient) Do(t testing.TB, cmd map[string]any) map[string]any {
-	t.Helper()
-	b, _ := json.Marshal(cmd)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		t.Fatalf("dataplane: node client: %v", err)
-	}
-	timeout := time.After(2 * time.Minute)
-	var skipped []map[string]any
-	defer func() {
-		for _, e := range skipped {
-			c.events <- e
-		}
-	}()
-	for {
-		select {
-		case m, ok := <-c.events:
-			if !ok {
-				t.Fatalf("dataplane: the node client exited: %s", c.out.String())
-			}
-			if m["op"] == cmd["op"] {
-				return m
-			}
-			skipped = append(skipped, m)
-		case <-timeout:
-			t.Fatalf("dataplane: no answer to %s from the node client: %s", b, c.out.String())
-		}
-	}
-}
-
-// Next returns the next event for which match holds, waiting up to
-// timeout; other events are dropped.
-func (c *NodeClient) Next(t testing.TB, timeout time.Duration, match func(map[string]any) bool) map[string]any {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case m, ok := <-c.events:
-			if !ok {
-				t.Fatalf("dataplane: the node client exited: %s", c.out.String())
-			}
-			if match(m) {
-				return m
-			}
-		case <-deadline:
-			t.Fatalf("dataplane: no matching event from the node client within %s: %s", timeout, c.out.String())
 		}
 	}
 }

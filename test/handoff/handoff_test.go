@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/test/clients"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/pod"
 	"github.com/example/memcached-operator/test/testutil"
@@ -411,7 +412,7 @@ func TestKilledWithoutGrace(t *testing.T) {
 func TestDiscoveryClientThroughARollout(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "ring", `{"size":3,"discovery":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "")
-	client := dataplane.StartNodeClient(t, "discover", k.agent.Addr, "200")
+	client := clients.Start(t, clients.NodeDiscover, k.agent.Addr, "200")
 	client.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
 	const n = 3000
 	if res := client.Do(t, map[string]any{"op": "set", "prefix": "ring:", "n": n, "size": valueSize}); res["ok"] != float64(n) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/slots"
+	"github.com/example/memcached-operator/test/clients"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -51,7 +52,7 @@ type fixture struct {
 	servers map[string]*dataplane.Memcached // by IP
 	proxy   *dataplane.Proxy
 	agent   *dataplane.Agent
-	client  *dataplane.NodeClient
+	client  *clients.Client
 	file    string
 	keys    []string
 	phase   int
@@ -291,7 +292,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		t.Fatalf("the proxy never took the first pool:\n%s", f.proxy.Log())
 	}
 	proxyPID, agentPID := f.proxy.PID(), f.agent.PID()
-	f.client = dataplane.StartNodeClient(t, "nodes", f.proxy.Addr())
+	f.client = clients.Start(t, clients.Node, f.proxy.Addr())
 	began := time.Now()
 	placed := f.place("first pool", table)
 	testutil.Benchmark("BenchmarkProxyPlace/npm-set-through-proxy-and-locate", "%.3f s %d keys", time.Since(began).Seconds(), keyCount)

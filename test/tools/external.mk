@@ -180,6 +180,59 @@ npm-clients:
 	@echo "npm-clients: NOT INSTALLED: npm is not on PATH; tests that drive an npm client skip (fail under CI)" >&2
 endif
 
+# ---- real Go client libraries -------------------------------------------------
+# memclient (test/clients/go): Grafana dskit's cache.MemcachedClient and
+# bradfitz/gomemcache, the Go clients a user meets, driven by the tests over
+# client.mjs's protocol. A module of its own (go.mod and go.sum committed)
+# so that their dependency graphs stay out of the operator's go.mod. The
+# file name carries a hash of the module's files, so a change to its
+# source or its dependencies builds a new file.
+
+GO_CLIENTS_SRC   := test/clients/go
+GO_CLIENTS_FILES := $(GO_CLIENTS_SRC)/go.mod $(GO_CLIENTS_SRC)/go.sum $(wildcard $(GO_CLIENTS_SRC)/memclient/*.go)
+GO_CLIENTS_HASH  := $(shell cat $(GO_CLIENTS_FILES) | sha256sum | cut -c1-12)
+GO_CLIENTS_BIN   ?= $(TOOLS_BIN_DIR)/memclient-$(GO_CLIENTS_HASH)
+
+.PHONY: go-clients
+go-clients: $(GO_CLIENTS_BIN) ## build the Go clients the tests drive (dskit, gomemcache) into .cache/bin
+
+$(GO_CLIENTS_BIN): $(GO_CLIENTS_FILES) $(TOOLS_EXT_DEPS)
+	@mkdir -p $(dir $@)
+	CGO_ENABLED=0 GOWORK=off $(TOOLS_GO) -C $(GO_CLIENTS_SRC) build $(TOOLS_GOFLAGS) -ldflags '-s -w' -o $(abspath $@) ./memclient
+	@touch $@
+
+# ---- real client libraries from Debian ----------------------------------------
+# pymemcache's HashClient (test/clients/python/client.py, run by Debian's
+# /usr/bin/python3, which is the interpreter python3-pymemcache installs
+# into) and PHP's memcached extension, libmemcached underneath
+# (test/clients/php/client.php): the clients a Python or PHP user meets,
+# as Debian ships them. Installed with apt-get when missing, as root (make
+# test runs as root in CI). Not root, it prints what is missing and
+# succeeds: the tests that drive these clients skip (fail under CI).
+
+DEBIAN_CLIENTS_DEB_DEPS := python3-pymemcache php-cli php-memcached
+
+.PHONY: debian-clients
+debian-clients: ## install the Debian clients the tests drive (python3-pymemcache, php-cli, php-memcached)
+	@if command -v dpkg-query >/dev/null; then \
+	  missing=; \
+	  for p in $(DEBIAN_CLIENTS_DEB_DEPS); do \
+	    [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; \
+	  done; \
+	  if [ -z "$$missing" ]; then :; \
+	  elif [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else \
+	    echo "debian-clients: NOT INSTALLED:$$missing (not root; as root: apt-get install --no-install-recommends$$missing);" \
+	      "tests that drive the Python or PHP client skip (fail under CI)" >&2; \
+	  fi; \
+	else \
+	  echo "debian-clients: NOT INSTALLED: no dpkg (not Debian; install pymemcache for /usr/bin/python3, php-cli and PHP's memcached extension by hand);" \
+	    "tests that drive the Python or PHP client skip (fail under CI)" >&2; \
+	fi
+
 # ---- helm ----------------------------------------------------------------------
 # The chart's test (test/chart) renders and lints manifests/helm with it.
 # Built with `go install pkg@version` in its own module graph, stamped with
@@ -207,7 +260,7 @@ $(HELM_BIN): $(TOOLS_EXT_DEPS)
 E2E_TOOLS_BINS := $(KUBE_CONTROLLER_MANAGER_BIN) $(KUBE_SCHEDULER_BIN) $(KWOK_BIN) $(MEMCACHED_EXPORTER_BIN)
 
 .PHONY: e2e-tools test-tools
-e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter; install the npm clients
+e2e-tools: $(E2E_TOOLS_BINS) metacontroller memcached pod-tools npm-clients go-clients debian-clients ## build kube-controller-manager, kube-scheduler, kwok, Metacontroller, memcached, memcached_exporter and the Go clients; install the npm and Debian clients
 test-tools: kube-tools e2e-tools helm ## build every program the tests run (kube-tools, e2e-tools and helm)
 
 # E2E_TOOLS_ENV is the environment the end-to-end tests (and the chart's,
@@ -222,4 +275,5 @@ E2E_TOOLS_ENV := KUBE_CONTROLLER_MANAGER_BIN=$(abspath $(KUBE_CONTROLLER_MANAGER
 	MEMCACHED_BIN=$(abspath $(MEMCACHED_BIN)) \
 	MEMCACHED_EXPORTER_BIN=$(abspath $(MEMCACHED_EXPORTER_BIN)) \
 	NPM_CLIENTS_DIR=$(abspath $(NPM_CLIENTS_DIR)) \
+	GO_CLIENTS_BIN=$(abspath $(GO_CLIENTS_BIN)) \
 	HELM_BIN=$(abspath $(HELM_BIN))

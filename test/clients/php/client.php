@@ -1,0 +1,96 @@
+<?php
+// A real memcached client (PHP's memcached extension, libmemcached
+// underneath) for the Go tests to drive.
+//
+//   php client.php nodes HOST:PORT[,HOST:PORT...]
+//
+// Debian's php-cli and php-memcached, set up as its users set up a pool:
+// OPT_LIBKETAMA_COMPATIBLE (consistent hashing, DISTRIBUTION_CONSISTENT,
+// ketama's MD5 points made from each server's "host:port" as written, so
+// from names, not addresses) over a static list; libmemcached resolves each
+// name with the system resolver when it connects. The timeouts are
+// client.mjs's (2 s).
+//
+// It speaks test/clients/node/client.mjs's protocol: one JSON command a
+// line on stdin, one JSON answer a line on stdout:
+//
+//   {"op":"set","prefix":"k","n":300,"size":100}   -> {"op":"set","ok":300,"errors":0}
+//   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
+//   {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0}
+//   {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
+//   {"op":"quit"}                                  -> exits
+
+function emit(array $o): void
+{
+    fwrite(STDOUT, json_encode($o) . "\n");
+    fflush(STDOUT);
+}
+
+if ($argc !== 3 || $argv[1] !== 'nodes') {
+    fwrite(STDERR, "usage: client.php nodes HOST:PORT[,HOST:PORT...]\n");
+    exit(2);
+}
+
+$m = new Memcached();
+$m->setOption(Memcached::OPT_LIBKETAMA_COMPATIBLE, true);
+$m->setOption(Memcached::OPT_CONNECT_TIMEOUT, 2000);      // ms
+$m->setOption(Memcached::OPT_SEND_TIMEOUT, 2000000);      // µs
+$m->setOption(Memcached::OPT_RECV_TIMEOUT, 2000000);      // µs
+$m->setOption(Memcached::OPT_POLL_TIMEOUT, 2000);         // ms
+$servers = [];
+foreach (explode(',', $argv[2]) as $spec) {
+    $i = strrpos($spec, ':');
+    $servers[] = [substr($spec, 0, $i), (int) substr($spec, $i + 1)];
+}
+if (!$m->addServers($servers)) {
+    fwrite(STDERR, "addServers: " . $m->getResultMessage() . "\n");
+    exit(2);
+}
+
+while (($line = fgets(STDIN)) !== false) {
+    $cmd = json_decode($line, true);
+    switch ($cmd['op']) {
+        case 'set':
+            $value = array_key_exists('value', $cmd) ? $cmd['value'] : str_repeat('v', ($cmd['size'] ?? 0) ?: 100);
+            $ok = $errors = 0;
+            for ($i = 0; $i < $cmd['n']; $i++) {
+                if ($m->set($cmd['prefix'] . $i, $value)) {
+                    $ok++;
+                } else {
+                    $errors++;
+                }
+            }
+            emit(['op' => 'set', 'ok' => $ok, 'errors' => $errors]);
+            break;
+        case 'get':
+            $hits = $misses = $errors = 0;
+            for ($i = 0; $i < $cmd['n']; $i++) {
+                $m->get($cmd['prefix'] . $i);
+                switch ($m->getResultCode()) {
+                    case Memcached::RES_SUCCESS:
+                        $hits++;
+                        break;
+                    case Memcached::RES_NOTFOUND:
+                        $misses++;
+                        break;
+                    default:
+                        $errors++;
+                }
+            }
+            emit(['op' => 'get', 'hits' => $hits, 'misses' => $misses, 'errors' => $errors]);
+            break;
+        case 'nodes':
+            $nodes = [];
+            foreach ($m->getServerList() as $s) {
+                $nodes[] = $s['host'] . ':' . $s['port'];
+            }
+            emit(['op' => 'nodes', 'nodes' => $nodes]);
+            break;
+        case 'quit':
+            $m->quit();
+            exit(0);
+        default:
+            fwrite(STDERR, "unknown op {$cmd['op']}\n");
+            exit(2);
+    }
+}

@@ -1,0 +1,84 @@
+"""A real memcached client (pymemcache's HashClient) for the Go tests to drive.
+
+    /usr/bin/python3 client.py nodes HOST:PORT[,HOST:PORT...]
+
+Debian's python3-pymemcache, run by Debian's own /usr/bin/python3 (the
+interpreter it is installed for). HashClient is set up as its users set it
+up: a static list of (host, port), rendezvous hashing on "host:port" as
+written (so on names, not addresses), each name resolved by the system
+resolver when a connection is made. The timeouts are client.mjs's (2 s).
+
+It speaks test/clients/node/client.mjs's protocol: one JSON command a line
+on stdin, one JSON answer a line on stdout:
+
+  {"op":"set","prefix":"k","n":300,"size":100}   -> {"op":"set","ok":300,"errors":0}
+  {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
+  {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0}
+  {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
+  {"op":"quit"}                                  -> exits
+
+nodes are the servers HashClient hashes over now, as it names them: a
+server it marked dead (after retry_attempts failures) leaves the list until
+dead_timeout passes, and its keys go to the others meanwhile.
+"""
+
+import json
+import sys
+
+from pymemcache.client.hash import HashClient
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def server(spec):
+    host, port = spec.rsplit(":", 1)
+    return (host, int(port))
+
+
+def main(argv):
+    if len(argv) != 2 or argv[0] != "nodes":
+        sys.stderr.write("usage: client.py nodes HOST:PORT[,HOST:PORT...]\n")
+        return 2
+    client = HashClient([server(s) for s in argv[1].split(",")], connect_timeout=2, timeout=2)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        if op == "set":
+            value = cmd["value"] if "value" in cmd else "v" * (cmd.get("size") or 100)
+            ok = errors = 0
+            for i in range(cmd["n"]):
+                try:
+                    if client.set("%s%d" % (cmd["prefix"], i), value):
+                        ok += 1
+                    else:
+                        errors += 1
+                except Exception:
+                    errors += 1
+            emit({"op": "set", "ok": ok, "errors": errors})
+        elif op == "get":
+            hits = misses = errors = 0
+            for i in range(cmd["n"]):
+                try:
+                    if client.get("%s%d" % (cmd["prefix"], i)) is None:
+                        misses += 1
+                    else:
+                        hits += 1
+                except Exception:
+                    errors += 1
+            emit({"op": "get", "hits": hits, "misses": misses, "errors": errors})
+        elif op == "nodes":
+            emit({"op": "nodes", "nodes": list(client.hasher.nodes)})
+        elif op == "quit":
+            client.close()
+            return 0
+        else:
+            sys.stderr.write("unknown op %r\n" % op)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
