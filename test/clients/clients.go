@@ -306,6 +306,9 @@ type Counts struct {
 	Hits   int `json:"hits"`
 	Misses int `json:"misses"`
 	Errors int `json:"errors"`
+	// Stale are the hits of a GetExpect whose value was not the one
+	// expected.
+	Stale int `json:"stale"`
 }
 
 // Set stores the keys prefix0 … prefix(n-1), each a value of size bytes
@@ -319,6 +322,21 @@ func (c *Client) Set(t testing.TB, prefix string, n, size int) Counts {
 func (c *Client) Get(t testing.TB, prefix string, n int) Counts {
 	t.Helper()
 	return c.counts(t, map[string]any{"op": "get", "prefix": prefix, "n": n})
+}
+
+// SetValue stores value under the keys prefix0 … prefix(n-1).
+func (c *Client) SetValue(t testing.TB, prefix string, n int, value string) Counts {
+	t.Helper()
+	return c.counts(t, map[string]any{"op": "set", "prefix": prefix, "n": n, "value": value})
+}
+
+// GetExpect fetches the keys prefix0 … prefix(n-1) and counts as Stale
+// each hit whose value is not expect: after a SetValue of expect that
+// every key acknowledged, a stale hit is a value older than one the cache
+// acknowledged.
+func (c *Client) GetExpect(t testing.TB, prefix string, n int, expect string) Counts {
+	t.Helper()
+	return c.counts(t, map[string]any{"op": "get", "prefix": prefix, "n": n, "expect": expect})
 }
 
 func (c *Client) counts(t testing.TB, cmd map[string]any) Counts {

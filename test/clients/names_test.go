@@ -141,3 +141,24 @@ func TestStableNamesKeepKeys(t *testing.T) {
 		fmt.Println(l)
 	}
 }
+
+// TestGetExpect checks each client's stale count, which the hand-off
+// tests assert 0: a hit whose value is not the one expected is stale, and
+// one that is, is not.
+func TestGetExpect(t *testing.T) {
+	for i, kind := range []clients.Kind{clients.Dskit, clients.Gomemcache, clients.Pymemcache, clients.PHPMemcached, clients.Node} {
+		t.Run(string(kind), func(t *testing.T) {
+			m := dataplane.StartMemcached(t, fmt.Sprintf("127.0.28.%d", i+1))
+			c := clients.Start(t, kind, m.Addr())
+			if got := c.SetValue(t, "k-", 50, "g2"); got.OK != 50 {
+				t.Fatalf("set: %+v", got)
+			}
+			if got, want := c.GetExpect(t, "k-", 50, "g2"), (clients.Counts{Hits: 50}); got != want {
+				t.Errorf("get expecting the value set: %+v, want %+v", got, want)
+			}
+			if got, want := c.GetExpect(t, "k-", 50, "g3"), (clients.Counts{Hits: 50, Stale: 50}); got != want {
+				t.Errorf("get expecting a newer value: %+v, want %+v", got, want)
+			}
+		})
+	}
+}

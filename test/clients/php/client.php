@@ -16,7 +16,8 @@
 //
 //   {"op":"set","prefix":"k","n":300,"size":100}   -> {"op":"set","ok":300,"errors":0}
 //   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
-//   {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0}
+//   {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0,"stale":0}
+//   {"op":"get","prefix":"k","n":300,"expect":"v2"} -> the same, stale counting the hits whose value is not "v2"
 //   {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
 //   {"op":"quit"}                                  -> exits
 
@@ -63,12 +64,16 @@ while (($line = fgets(STDIN)) !== false) {
             emit(['op' => 'set', 'ok' => $ok, 'errors' => $errors]);
             break;
         case 'get':
-            $hits = $misses = $errors = 0;
+            $hits = $misses = $errors = $stale = 0;
+            $expect = $cmd['expect'] ?? null;
             for ($i = 0; $i < $cmd['n']; $i++) {
-                $m->get($cmd['prefix'] . $i);
+                $v = $m->get($cmd['prefix'] . $i);
                 switch ($m->getResultCode()) {
                     case Memcached::RES_SUCCESS:
                         $hits++;
+                        if ($expect !== null && $v !== $expect) {
+                            $stale++;
+                        }
                         break;
                     case Memcached::RES_NOTFOUND:
                         $misses++;
@@ -77,7 +82,7 @@ while (($line = fgets(STDIN)) !== false) {
                         $errors++;
                 }
             }
-            emit(['op' => 'get', 'hits' => $hits, 'misses' => $misses, 'errors' => $errors]);
+            emit(['op' => 'get', 'hits' => $hits, 'misses' => $misses, 'errors' => $errors, 'stale' => $stale]);
             break;
         case 'nodes':
             $nodes = [];

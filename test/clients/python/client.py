@@ -13,7 +13,8 @@ on stdin, one JSON answer a line on stdout:
 
   {"op":"set","prefix":"k","n":300,"size":100}   -> {"op":"set","ok":300,"errors":0}
   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
-  {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0}
+  {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0,"stale":0}
+  {"op":"get","prefix":"k","n":300,"expect":"v2"} -> the same, stale counting the hits whose value is not "v2"
   {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
   {"op":"quit"}                                  -> exits
 
@@ -59,16 +60,20 @@ def main(argv):
                     errors += 1
             emit({"op": "set", "ok": ok, "errors": errors})
         elif op == "get":
-            hits = misses = errors = 0
+            hits = misses = errors = stale = 0
+            expect = cmd.get("expect")
             for i in range(cmd["n"]):
                 try:
-                    if client.get("%s%d" % (cmd["prefix"], i)) is None:
+                    v = client.get("%s%d" % (cmd["prefix"], i))
+                    if v is None:
                         misses += 1
                     else:
                         hits += 1
+                        if expect is not None and v.decode() != expect:
+                            stale += 1
                 except Exception:
                     errors += 1
-            emit({"op": "get", "hits": hits, "misses": misses, "errors": errors})
+            emit({"op": "get", "hits": hits, "misses": misses, "errors": errors, "stale": stale})
         elif op == "nodes":
             emit({"op": "nodes", "nodes": list(client.hasher.nodes)})
         elif op == "quit":

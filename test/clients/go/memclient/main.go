@@ -64,7 +64,7 @@ type client interface {
 	// set stores value under key.
 	set(key string, value []byte) error
 	// get fetches key: hit or not, or an error.
-	get(key string) (bool, error)
+	get(key string) (value []byte, hit bool, err error)
 	// nodes are the servers keys are hashed over now, IP:port, in order.
 	nodes() []string
 	close()
@@ -114,6 +114,9 @@ type command struct {
 	N      int     `json:"n"`
 	Size   int     `json:"size"`
 	Value  *string `json:"value"`
+	// Expect, on a get, is the value every hit should have: a hit with
+	// another is counted stale.
+	Expect *string `json:"expect"`
 }
 
 // serve answers the commands on in until quit or the end of input.
@@ -141,18 +144,21 @@ func serve(c client, in *os.File, out *emitter) error {
 			}
 			out.emit(map[string]any{"op": "set", "ok": ok, "errors": errs})
 		case "get":
-			hits, misses, errs := 0, 0, 0
+			hits, misses, errs, stale := 0, 0, 0, 0
 			for i := range cmd.N {
-				switch hit, err := c.get(cmd.Prefix + strconv.Itoa(i)); {
+				switch v, hit, err := c.get(cmd.Prefix + strconv.Itoa(i)); {
 				case err != nil:
 					errs++
 				case hit:
 					hits++
+					if cmd.Expect != nil && string(v) != *cmd.Expect {
+						stale++
+					}
 				default:
 					misses++
 				}
 			}
-			out.emit(map[string]any{"op": "get", "hits": hits, "misses": misses, "errors": errs})
+			out.emit(map[string]any{"op": "get", "hits": hits, "misses": misses, "errors": errs, "stale": stale})
 		case "nodes":
 			out.emit(map[string]any{"op": "nodes", "nodes": c.nodes()})
 		case "quit":
@@ -311,19 +317,19 @@ func (d *dskitClient) set(key string, value []byte) error {
 // cache_operation_failures_total rather than returning it: a miss with a
 // rise of that counter is the error. Commands run one at a time, so the
 // count is read only after a miss (a Gather costs about a millisecond).
-func (d *dskitClient) get(key string) (bool, error) {
+func (d *dskitClient) get(key string) ([]byte, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
 	defer cancel()
 	got := d.c.GetMulti(ctx, []string{key})
-	if _, ok := got[key]; ok {
-		return true, nil
+	if v, ok := got[key]; ok {
+		return v, true, nil
 	}
 	before := d.failed
 	d.failed = d.failures()
 	if d.failed > before {
-		return false, errors.New("getmulti failed")
+		return nil, false, errors.New("getmulti failed")
 	}
-	return false, nil
+	return nil, false, nil
 }
 
 // failures is dskit's count of failed requests, all operations and reasons.
@@ -383,14 +389,14 @@ func (g *gomemcacheClient) set(key string, value []byte) error {
 	return g.c.Set(&memcache.Item{Key: key, Value: value})
 }
 
-func (g *gomemcacheClient) get(key string) (bool, error) {
-	switch _, err := g.c.Get(key); {
+func (g *gomemcacheClient) get(key string) ([]byte, bool, error) {
+	switch it, err := g.c.Get(key); {
 	case err == nil:
-		return true, nil
+		return it.Value, true, nil
 	case errors.Is(err, memcache.ErrCacheMiss):
-		return false, nil
+		return nil, false, nil
 	default:
-		return false, err
+		return nil, false, err
 	}
 }
 
