@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/metacontroller"
@@ -187,6 +189,46 @@ func (c *Cluster) WriteFile(t testing.TB, path string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Answered returns the last Sync's answered child of kind and name, as
+// JSON, if it answered one.
+func (c *Cluster) Answered(t testing.TB, kind, name string) ([]byte, bool) {
+	t.Helper()
+	for _, o := range c.children {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(b, &meta) == nil && meta.Kind == kind && meta.Metadata.Name == name {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// AgentArgs are the arguments the hook gives the agent container of the
+// agent Deployment (NAME-agent), for a test to start the agent with the
+// settings the hook chose (--handoff-settle, say).
+func (c *Cluster) AgentArgs(t testing.TB) []string {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := json.Unmarshal(c.child(t, "Deployment", c.Name+"-agent"), &d); err != nil {
+		t.Fatalf("dataplane: the agent Deployment: %v", err)
+	}
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		if ctr.Name == "agent" {
+			return ctr.Args
+		}
+	}
+	t.Fatalf("dataplane: the agent Deployment has no agent container")
+	return nil
 }
 
 // Set changes the named Pod.

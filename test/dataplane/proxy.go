@@ -65,23 +65,11 @@ func (c *Cluster) ProxySetup(t testing.TB) ProxySetup {
 // child returns the last Sync's child of kind and name, as JSON.
 func (c *Cluster) child(t testing.TB, kind, name string) []byte {
 	t.Helper()
-	for _, o := range c.children {
-		b, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(b, &meta) == nil && meta.Kind == kind && meta.Metadata.Name == name {
-			return b
-		}
+	b, ok := c.Answered(t, kind, name)
+	if !ok {
+		t.Fatalf("dataplane: the hook answered no %s %s", kind, name)
 	}
-	t.Fatalf("dataplane: the hook answered no %s %s", kind, name)
-	return nil
+	return b
 }
 
 // Proxy is memcached 1.6.45 running as the proxy tier's proxy, with the

@@ -62,6 +62,12 @@ type cluster struct {
 	agent       *dataplane.Agent
 	proxy       *dataplane.Proxy
 	next        int
+	// observed are children the next sync observes beside the agent's
+	// ConfigMap, and synced, when set, sees every status published: the
+	// stable names' test applies the hook's Service and EndpointSlice
+	// with it.
+	observed []any
+	synced   func(st v1alpha1.MemcachedStatus)
 }
 
 // newCluster starts size Pods of spec, the agent and, with proxyIP, the
@@ -86,7 +92,16 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 		return []string{"--namespace=default", "--from-file=" + k.file, "--file-poll-interval=50ms",
 			"--report-file=" + k.reportFiles[n], "--shutdown-delay=0s"}
 	}
-	k.agent = dataplane.StartAgent(t, append([]string{"--memcached=" + name, "--listen=127.0.0.1:0"}, follow(0)...)...)
+	// The copy waits as long as the hook tells the agent to.
+	var settle []string
+	if _, ok := k.c.Answered(t, "Deployment", name+"-agent"); ok {
+		for _, a := range k.c.AgentArgs(t) {
+			if strings.HasPrefix(a, "--handoff-settle=") {
+				settle = append(settle, a)
+			}
+		}
+	}
+	k.agent = dataplane.StartAgent(t, append(append([]string{"--memcached=" + name, "--listen=127.0.0.1:0"}, follow(0)...), settle...)...)
 	if proxyIP != "" {
 		// The agent beside the proxy, as the hook writes it.
 		k.proxy = dataplane.StartProxy(t, proxyIP, k.c.ProxySetup(t))
@@ -131,12 +146,15 @@ func (k *cluster) publish() v1alpha1.MemcachedStatus {
 		}
 		maps.Copy(data, reports)
 	}
-	k.c.Children = []any{map[string]any{
+	k.c.Children = append([]any{map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": k.name + "-agent", "namespace": "default"},
 		"data":     data,
-	}}
+	}}, k.observed...)
 	st := k.c.Sync(k.t)
+	if k.synced != nil {
+		k.synced(st)
+	}
 	k.c.WriteFile(k.t, k.file)
 	return st
 }

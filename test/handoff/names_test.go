@@ -1,0 +1,260 @@
+//go:build linux
+
+package handoff_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/test/clients"
+	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/dns"
+	"github.com/example/memcached-operator/test/kube"
+	"github.com/example/memcached-operator/test/testutil"
+)
+
+// The stable names' test: each client reads warmKeys it never rewrites
+// (what it keeps of them is what a replacement cost it) and rewrites
+// freshKeys every round, reading them first: a value older than the one
+// the last round wrote is a stale read.
+const (
+	warmKeys  = 600
+	freshKeys = 100
+	// clientMove is spec.rollout.clientMoveSeconds here: the clients look
+	// the names up every half second (dskit's refresh, the npm client's
+	// poll), the DNS answers with a TTL of one, and a margin.
+	clientMove = 4
+)
+
+// namesClient is one real client under the names' load, with what it
+// counted in each phase.
+type namesClient struct {
+	name string
+	c    *clients.Client
+	// phases: 0 before, 1 during the rollout, 2 after it, 3 after a Pod
+	// lost without grace.
+	counts [4]clients.Counts
+	stale  [4]int
+}
+
+// TestStableNamesThroughARollout measures the clients that hash on server
+// names, each set up as its users set it up, through a keepWarm rolling
+// replacement of every Pod and through one Pod lost without grace, with
+// spec.stableNames: the hook's Service and EndpointSlice are applied to a
+// real API server, and a real CoreDNS serves them (test/dns), so a slot's
+// name moves to its new Pod as it would in a cluster.
+//
+// Each client's warm hit ratio during and after, against before, and its
+// stale reads are printed as benchmark lines. The clients that look the
+// names up again (dskit's DNS discovery, the npm client's Auto Discovery)
+// must read nothing stale.
+func TestStableNamesThroughARollout(t *testing.T) {
+	t.Parallel()
+	api := kube.Start(t)
+	k := newCluster(t, "names", fmt.Sprintf(`{"size":3,"stableNames":{"enabled":true},"discovery":{"enabled":true},"rollout":{"keepWarm":true,"clientMoveSeconds":%d}}`, clientMove), 3, "")
+	k.synced = applier(t, api, k)
+	st := k.publish()
+	if len(st.SlotAddresses) != 3 {
+		t.Fatalf("status.slotAddresses = %q once the Service and EndpointSlice are observed, want 3", st.SlotAddresses)
+	}
+	nameserver := "127.0.24.53"
+	srv := dns.Start(t, dns.Options{Kubeconfig: api.Kubeconfig(), IP: netip.MustParseAddr(nameserver), Port: 53, TTL: 1})
+	srvName := "_memcached._tcp.names-slots.default.svc." + srv.Domain()
+	if got, err := srv.LookupSRV(srvName); err != nil || len(got) != 3 {
+		t.Fatalf("SRV %s: %v %v, want the 3 slots", srvName, got, err)
+	}
+
+	opts := clients.Options{ResolvConf: clients.PodResolvConf(nameserver, "default")}
+	names := strings.Join(st.SlotAddresses, ",")
+	var cs []*namesClient
+	for _, c := range []struct {
+		name string
+		kind clients.Kind
+		args []string
+	}{
+		{"dskit-dnssrvnoa", clients.Dskit, []string{"dnssrvnoa+" + srvName, "500"}},
+		{"gomemcache", clients.Gomemcache, []string{names}},
+		{"pymemcache-hashclient", clients.Pymemcache, []string{names}},
+		{"php-memcached-consistent", clients.PHPMemcached, []string{names}},
+		{"npm-memcache-autodiscovery", clients.NodeDiscover, []string{k.agent.Addr, "500"}},
+	} {
+		nc := &namesClient{name: c.name, c: clients.StartWith(t, opts, c.kind, c.args...)}
+		if c.kind == clients.NodeDiscover {
+			nc.c.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
+		}
+		if got := nc.c.SetValue(t, c.name+":w", warmKeys, "warm"); got.OK != warmKeys {
+			t.Fatalf("%s: setting the warm keys: %+v", c.name, got)
+		}
+		if got := nc.c.SetValue(t, c.name+":f", freshKeys, "g0"); got.OK != freshKeys {
+			t.Fatalf("%s: setting the fresh keys: %+v", c.name, got)
+		}
+		cs = append(cs, nc)
+	}
+
+	var phase atomic.Int32
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, nc := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nc.run(t, &phase, stop)
+		}()
+	}
+	settle := func() { time.Sleep(3 * time.Second) } // a few rounds in each phase
+	settle()
+	phase.Store(1)
+	for i := range 3 {
+		old := fmt.Sprintf("names-%d", i)
+		k.c.Pods = append(k.c.Pods, k.start())
+		k.publish()
+		preStop, report := k.leave(old)
+		t.Logf("%s left in %.1f s of preStop; its hand-off: %+v", old, preStop.Seconds(), report)
+	}
+	phase.Store(2)
+	settle()
+	phase.Store(3)
+	lost := fmt.Sprintf("names-%d", k.next-1)
+	k.pods[lost].Kill()
+	k.c.Remove(lost)
+	delete(k.pods, lost)
+	k.publish()
+	k.c.Pods = append(k.c.Pods, k.start())
+	k.publish()
+	settle()
+	close(stop)
+	wg.Wait()
+
+	for _, nc := range cs {
+		ratio := func(p int) float64 {
+			c := nc.counts[p]
+			if n := c.Hits + c.Misses + c.Errors; n > 0 {
+				return float64(c.Hits) / float64(n)
+			}
+			return 0
+		}
+		before, during, after, lostAfter := ratio(0), ratio(1), ratio(2), ratio(3)
+		testutil.Benchmark("BenchmarkStableNames/"+nc.name+"/rolling-replacement",
+			"%.3f hit-ratio-before %.3f hit-ratio-during %.3f hit-ratio-after %.3f during-of-before %.3f after-of-before %d stale",
+			before, during, after, during/before, after/before, nc.stale[1]+nc.stale[2])
+		testutil.Benchmark("BenchmarkStableNames/"+nc.name+"/killed-without-grace",
+			"%.3f hit-ratio-after %.3f of-before %d stale", lostAfter, lostAfter/before, nc.stale[3])
+		if nc.name == "dskit-dnssrvnoa" || nc.name == "npm-memcache-autodiscovery" {
+			if s := nc.stale[1] + nc.stale[2] + nc.stale[3]; s != 0 {
+				t.Errorf("%s read %d stale values: it looks the servers up again, so the copy's wait (%d s) should cover it", nc.name, s, clientMove)
+			}
+		}
+	}
+}
+
+// run reads and writes the client's keys in rounds until stop, counting
+// each round in the phase it began in: the warm keys' hits, then the
+// fresh keys read expecting the value the last round wrote, then written
+// anew. A round whose write failed for any key expects nothing next
+// (a key that kept its older value is not stale).
+func (nc *namesClient) run(t *testing.T, phase *atomic.Int32, stop <-chan struct{}) {
+	gen, written := 0, true
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		p := phase.Load()
+		w := nc.c.GetExpect(t, nc.name+":w", warmKeys, "warm")
+		nc.counts[p].Hits += w.Hits
+		nc.counts[p].Misses += w.Misses
+		nc.counts[p].Errors += w.Errors
+		if written {
+			nc.stale[p] += nc.c.GetExpect(t, nc.name+":f", freshKeys, fmt.Sprintf("g%d", gen)).Stale
+		}
+		gen++
+		set := nc.c.SetValue(t, nc.name+":f", freshKeys, fmt.Sprintf("g%d", gen))
+		written = set.OK == freshKeys
+	}
+}
+
+// applier applies the hook's Service and EndpointSlices of the slots to
+// the API server whenever a sync answers them differently, and has the
+// next sync observe them, as Metacontroller does.
+func applier(t *testing.T, api *kube.Cluster, k *cluster) func(v1alpha1.MemcachedStatus) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", api.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]string{}
+	return func(v1alpha1.MemcachedStatus) {
+		t.Helper()
+		ctx := context.Background()
+		var observed []any
+		apply := func(kind, name string, into any, create, update func() error) {
+			b, ok := k.c.Answered(t, kind, name)
+			if !ok {
+				return
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(b, &obj); err != nil {
+				t.Fatal(err)
+			}
+			observed = append(observed, obj)
+			if last[kind+"/"+name] == string(b) {
+				return
+			}
+			if err := json.Unmarshal(b, into); err != nil {
+				t.Fatal(err)
+			}
+			err := create()
+			if apierrors.IsAlreadyExists(err) {
+				err = update()
+			}
+			if err != nil {
+				t.Errorf("applying %s %s: %v", kind, name, err)
+				return
+			}
+			last[kind+"/"+name] = string(b)
+		}
+		var svc corev1.Service
+		apply("Service", "names-slots", &svc,
+			func() error { _, err := cs.CoreV1().Services("default").Create(ctx, &svc, metav1.CreateOptions{}); return err },
+			func() error { return nil }) // its spec never changes here
+		for _, name := range []string{"names-slots", "names-slots-ipv6"} {
+			var s discoveryv1.EndpointSlice
+			apply("EndpointSlice", name, &s,
+				func() error {
+					_, err := cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &s, metav1.CreateOptions{})
+					return err
+				},
+				func() error {
+					cur, err := cs.DiscoveryV1().EndpointSlices("default").Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					s.ResourceVersion = cur.ResourceVersion
+					_, err = cs.DiscoveryV1().EndpointSlices("default").Update(ctx, &s, metav1.UpdateOptions{})
+					return err
+				})
+		}
+		k.observed = observed
+	}
+}
+
+var _ = dataplane.Port
