@@ -24,6 +24,7 @@ BENCH_COUNT ?= 5
 
 include test/tools/Makefile.inc
 include test/tools/memcached-lua.mk
+include test/tools/coredns.mk
 
 .PHONY: help
 help: ## list the targets
