@@ -50,7 +50,9 @@ const (
 	DefaultDomain = "cluster.local"
 
 	// startTimeout bounds the wait for the first synced answer. The
-	// kubernetes plugin waits up to 5 s for its watches before it listens.
+	// kubernetes plugin waits up to 5 s for its watches when it starts
+	// (startup_timeout), and answers SERVFAIL for a name it does not know
+	// until they have synced.
 	startTimeout = 30 * time.Second
 	// stopTimeout is how long CoreDNS has to exit on SIGTERM before it is
 	// killed.
