@@ -34,10 +34,13 @@ if ($argc !== 3 || $argv[1] !== 'nodes') {
 
 $m = new Memcached();
 $m->setOption(Memcached::OPT_LIBKETAMA_COMPATIBLE, true);
-$m->setOption(Memcached::OPT_CONNECT_TIMEOUT, 2000);      // ms
-$m->setOption(Memcached::OPT_SEND_TIMEOUT, 2000000);      // µs
-$m->setOption(Memcached::OPT_RECV_TIMEOUT, 2000000);      // µs
-$m->setOption(Memcached::OPT_POLL_TIMEOUT, 2000);         // ms
+// Timeouts as a web application sets them: a request must not hang on a
+// Pod that is gone (libmemcached then retries it after OPT_RETRY_TIMEOUT,
+// 2 s by default, and answers its keys with an error meanwhile).
+$m->setOption(Memcached::OPT_CONNECT_TIMEOUT, 500);       // ms
+$m->setOption(Memcached::OPT_SEND_TIMEOUT, 500000);       // µs
+$m->setOption(Memcached::OPT_RECV_TIMEOUT, 500000);       // µs
+$m->setOption(Memcached::OPT_POLL_TIMEOUT, 500);          // ms
 $servers = [];
 foreach (explode(',', $argv[2]) as $spec) {
     $i = strrpos($spec, ':');
