@@ -22,7 +22,6 @@
 package clients
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,7 +98,7 @@ type Client struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	events chan map[string]any
-	out    *lockedBuffer
+	out    *testutil.LockedBuffer
 	// hosts and resolvConf are the files bind-mounted over the client's
 	// /etc/hosts and /etc/resolv.conf, or "".
 	hosts, resolvConf string
@@ -119,7 +118,7 @@ func Start(t testing.TB, kind Kind, args ...string) *Client {
 func StartWith(t testing.TB, opts Options, kind Kind, args ...string) *Client {
 	t.Helper()
 	argv, dir := program(t, kind, args)
-	c := &Client{kind: kind, events: make(chan map[string]any, 1024), out: &lockedBuffer{}, exited: make(chan struct{})}
+	c := &Client{kind: kind, events: make(chan map[string]any, 1024), out: &testutil.LockedBuffer{}, exited: make(chan struct{})}
 	if opts.Hosts != "" || opts.ResolvConf != "" {
 		argv = c.isolate(t, opts, argv)
 	}
@@ -430,22 +429,4 @@ func HostsFile(ipByName map[string]string) string {
 // cache-0.cache-slots (and the SRV name) as one in that Pod does.
 func PodResolvConf(nameserver, namespace string) string {
 	return fmt.Sprintf("search %s.svc.cluster.local svc.cluster.local cluster.local\nnameserver %s\noptions ndots:5\n", namespace, nameserver)
-}
-
-// lockedBuffer is a buffer several goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

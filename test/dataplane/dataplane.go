@@ -40,7 +40,7 @@ const Port = 11211
 type Memcached struct {
 	IP   string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testutil.LockedBuffer
 	done chan struct{}
 }
 
@@ -53,7 +53,7 @@ func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 	if os.Geteuid() == 0 {
 		argv = append(argv, "-u", "nobody")
 	}
-	m := &Memcached{IP: ip, out: &lockedBuffer{}, done: make(chan struct{})}
+	m := &Memcached{IP: ip, out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	m.cmd = exec.Command(bin, argv...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	m.cmd.SysProcAttr = sysProcAttr()
@@ -136,7 +136,7 @@ type Agent struct {
 	// server's.
 	Addr, Admin string
 	cmd         *exec.Cmd
-	out         *lockedBuffer
+	out         *testutil.LockedBuffer
 	done        chan struct{}
 }
 
@@ -175,7 +175,7 @@ var agents atomic.Int64
 // ends, and prints its log if the test failed.
 func StartAgent(t testing.TB, args ...string) *Agent {
 	t.Helper()
-	a := &Agent{out: &lockedBuffer{}, done: make(chan struct{})}
+	a := &Agent{out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	a.cmd = exec.Command(agentBinary(t), append([]string{"--admin-listen=127.0.0.1:0", "--log-format=json"}, args...)...)
 	// Each agent runs in a Pod of its own name, which names it in the
 	// hand-off's lock: two agents of one name would both hold it.
@@ -287,22 +287,4 @@ func WaitFor(timeout time.Duration, f func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
-}
-
-// lockedBuffer is a buffer several goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -80,7 +80,7 @@ type Proxy struct {
 	PoolFile string
 	setup    ProxySetup
 	cmd      *exec.Cmd
-	out      *lockedBuffer
+	out      *testutil.LockedBuffer
 	done     chan struct{}
 	state    *os.ProcessState
 }
@@ -111,7 +111,7 @@ func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
 	if err := os.WriteFile(config, []byte(setup.Config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{IP: ip, PoolFile: filepath.Join(dir, "pool"), setup: setup, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &Proxy{IP: ip, PoolFile: filepath.Join(dir, "pool"), setup: setup, out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	var args []string
 	for _, a := range setup.Args {
 		// -o proxy_config=routelib,proxy_arg=/etc/memcached-proxy/config.lua

@@ -2,9 +2,11 @@ package testutil
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -35,4 +37,24 @@ func Lines(r io.Reader, max int) *bufio.Scanner {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), max)
 	return sc
+}
+
+// LockedBuffer is a buffer several goroutines write (a program's standard
+// output and error, say) and a test reads.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is what was written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

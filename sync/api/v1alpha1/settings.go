@@ -489,6 +489,19 @@ func celList(items []string) string {
 	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
+// serviceNameRule keeps NAME+suffix, the Service a feature makes when it
+// is on, a DNS label: feature is its field of spec, on its Go test.
+func serviceNameRule(feature, suffix string, on func(s *MemcachedSpec) bool) Rule {
+	most := dns1035LabelMaxLen - len(suffix)
+	return Rule{
+		On:      "",
+		Field:   ".metadata.name",
+		CEL:     fmt.Sprintf("!has(self.spec.%[1]s) || !has(self.spec.%[1]s.enabled) || !self.spec.%[1]s.enabled || self.metadata.name.size() <= %[2]d", feature, most),
+		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.%s: the Service %s must be a DNS label of at most %d", most, feature, "NAME"+suffix, dns1035LabelMaxLen),
+		Holds:   func(m *Memcached) bool { return !on(&m.Spec) || len(m.Name) <= most },
+	}
+}
+
 // Rules are the rules the schema's keywords cannot state, besides those of
 // the settings (Setting.Schema): mostly rules across fields.
 var Rules = func() []Rule {
@@ -529,123 +542,101 @@ var Rules = func() []Rule {
 			r := m.Spec.Rollout
 			return r == nil || r.ClientMoveSeconds == nil || (*r.ClientMoveSeconds >= 0 && *r.ClientMoveSeconds <= MaxClientMoveSeconds)
 		},
-	}, {
-		// NAME-slots names a Service too.
-		On:      "",
-		Field:   ".metadata.name",
-		CEL:     fmt.Sprintf("!has(self.spec.stableNames) || !has(self.spec.stableNames.enabled) || !self.spec.stableNames.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(SlotsSuffix)),
-		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.stableNames: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(SlotsSuffix), "NAME"+SlotsSuffix, dns1035LabelMaxLen),
-		Holds: func(m *Memcached) bool {
-			return m.Spec.StableNames == nil || !m.Spec.StableNames.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(SlotsSuffix)
-		},
-	}, {
-		On:      "spec",
-		Field:   ".proxy.enabled",
-		CEL:     "!has(self.proxy) || !has(self.proxy.enabled) || !self.proxy.enabled || (!has(self.tls) && !has(self.auth))",
-		Message: "proxy cannot be used with tls or auth: memcached's proxy in the official images speaks neither TLS nor SASL to the memcached Pods",
-		Holds: func(m *Memcached) bool {
-			s := &m.Spec
-			return s.Proxy == nil || !s.Proxy.Enabled || (s.TLS == nil && s.Auth == nil)
-		},
-	}, {
-		// NAME-proxy names a Service too.
-		On:      "",
-		Field:   ".metadata.name",
-		CEL:     fmt.Sprintf("!has(self.spec.proxy) || !has(self.spec.proxy.enabled) || !self.spec.proxy.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(ProxySuffix)),
-		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.proxy: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(ProxySuffix), "NAME"+ProxySuffix, dns1035LabelMaxLen),
-		Holds: func(m *Memcached) bool {
-			return m.Spec.Proxy == nil || !m.Spec.Proxy.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(ProxySuffix)
-		},
-	}, {
-		// NAME-discovery names a Service too.
-		On:      "",
-		Field:   ".metadata.name",
-		CEL:     fmt.Sprintf("!has(self.spec.discovery) || !has(self.spec.discovery.enabled) || !self.spec.discovery.enabled || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(DiscoverySuffix)),
-		Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.discovery: the Service %s must be a DNS label of at most %d", dns1035LabelMaxLen-len(DiscoverySuffix), "NAME"+DiscoverySuffix, dns1035LabelMaxLen),
-		Holds: func(m *Memcached) bool {
-			return m.Spec.Discovery == nil || !m.Spec.Discovery.Enabled || len(m.Name) <= dns1035LabelMaxLen-len(DiscoverySuffix)
-		},
-	}, {
-		On:      "spec.image",
-		CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
-		Message: "image must not contain white space",
-		Holds:   func(m *Memcached) bool { return !strings.ContainsAny(m.Spec.Image, whiteSpace) },
-	}, {
-		On: "spec.podLabels",
-		CEL: strings.Join(slices.Collect(func(yield func(string) bool) {
-			for _, l := range reservedPodLabels {
-				if !yield(fmt.Sprintf("!('%s' in self)", l)) {
-					return
-				}
-			}
-		}), " && "),
-		Message: "podLabels must not set " + strings.Join(reservedPodLabels, ", ") + ": the operator and Metacontroller own them",
-		Holds: func(m *Memcached) bool {
-			return !slices.ContainsFunc(reservedPodLabels, func(l string) bool { _, ok := m.Spec.PodLabels[l]; return ok })
-		},
-	}, {
-		On:    "spec",
-		Field: ".resources.limits['memory']",
-		CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (%s) * %d",
-			hasLimit, defaulted("self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"),
-			isBytes(limit), quantityBytes(limit), memoryCEL(), 1<<20),
-		Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)",
-		Holds: func(m *Memcached) bool {
-			limit, ok := memoryBytes(m.Spec.Resources, true)
-			return !ok || limit >= MemoryOf(&m.Spec)<<20
-		},
-		Explain: func(m *Memcached) field.ErrorList {
-			limit, _ := memory(m.Spec.Resources, true)
-			return field.ErrorList{field.Invalid(pathOf("spec.resources.limits['memory']"), limit.String(), fmt.Sprintf(
-				"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)", MemoryOf(&m.Spec)))}
-		},
-	}, {
-		On:    "spec",
-		Field: ".resources.requests['memory']",
-		CEL: fmt.Sprintf("!(%s) || !(%s) || !isQuantity(string(%s)) || !isQuantity(string(%s)) || quantity(string(%s)).compareTo(quantity(string(%s))) <= 0",
-			hasRequest, hasLimit, request, limit, request, limit),
-		Message: "resources.requests.memory must not exceed resources.limits.memory",
-		Holds: func(m *Memcached) bool {
-			req, hasReq := memory(m.Spec.Resources, false)
-			limit, hasLimit := memory(m.Spec.Resources, true)
-			return !hasReq || !hasLimit || req.Cmp(limit) <= 0
-		},
-	}, {
-		On:    "spec.memcached",
-		Field: ".maxItemSize",
-		CEL: fmt.Sprintf("!(%s) || !(%s) || %s * 2 <= self.maxMemoryMB * %d",
-			defaulted("self.maxItemSize", "self.maxMemoryMB"), isBytes("self.maxItemSize"), quantityBytes("self.maxItemSize"), 1<<20),
-		Message: "maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start",
-		Holds: func(m *Memcached) bool {
-			c := m.Spec.Memcached
-			b, ok := wholeBytes(*c.MaxItemSize)
-			return !ok || b*2 <= int64(*c.MaxMemoryMB)<<20
-		},
-	}, {
-		On:    "spec.memcached",
-		Field: ".maxConnections",
-		CEL: fmt.Sprintf("!(%s) || self.maxConnections >= %d * self.threads + %d",
-			defaulted("self.maxConnections", "self.threads"), descriptorsPerThread, descriptorsFixed+minClients),
-		Message: fmt.Sprintf("maxConnections must be at least %d × threads + %d: memcached takes %d file descriptors per worker thread and up to %d more before it serves anyone, and this leaves %d clients",
-			descriptorsPerThread, descriptorsFixed+minClients, descriptorsPerThread, descriptorsFixed, minClients),
-		Holds: func(m *Memcached) bool {
-			c := m.Spec.Memcached
-			return int64(*c.MaxConnections) >= MinConnections(int64(*c.Threads))
-		},
-	}, {
-		// CEL cannot follow memcached's parsing; it refuses what one item
-		// shows (a managed flag in a group of options, before any that
-		// takes a value, whose value would follow; --) and a last item
-		// that needs a value.
-		// The hook's check is memcached's own reading (extraArgsErrors).
-		On: "spec.memcached.extraArgs",
-		CEL: fmt.Sprintf("self.all(a, a != '--' && !a.matches('^-[%s]*[%s]') && !(a.startsWith('--') && %s.exists(f, f.startsWith(a.substring(2).split('=')[0])))) && (size(self) == 0 || !(self[size(self) - 1] in %s))",
-			flagOptions(), short, celList(long), celList(valueOptions())),
-		Message: fmt.Sprintf("extraArgs must not set a flag the operator manages (%s, their long forms or any prefix of them), nor end with an option that needs a value; pass -o and its value as two items",
-			flagList(short)),
-		Holds:   func(m *Memcached) bool { return len(extraArgsErrors(&m.Spec)) == 0 },
-		Explain: func(m *Memcached) field.ErrorList { return extraArgsErrors(&m.Spec) },
 	},
+		serviceNameRule("stableNames", SlotsSuffix, func(s *MemcachedSpec) bool { return s.StableNames != nil && s.StableNames.Enabled }),
+		{
+			On:      "spec",
+			Field:   ".proxy.enabled",
+			CEL:     "!has(self.proxy) || !has(self.proxy.enabled) || !self.proxy.enabled || (!has(self.tls) && !has(self.auth))",
+			Message: "proxy cannot be used with tls or auth: memcached's proxy in the official images speaks neither TLS nor SASL to the memcached Pods",
+			Holds: func(m *Memcached) bool {
+				s := &m.Spec
+				return s.Proxy == nil || !s.Proxy.Enabled || (s.TLS == nil && s.Auth == nil)
+			},
+		},
+		serviceNameRule("proxy", ProxySuffix, func(s *MemcachedSpec) bool { return s.Proxy != nil && s.Proxy.Enabled }),
+		serviceNameRule("discovery", DiscoverySuffix, func(s *MemcachedSpec) bool { return s.Discovery != nil && s.Discovery.Enabled }),
+		{
+			On:      "spec.image",
+			CEL:     fmt.Sprintf("!self.matches('%s')", strings.NewReplacer("\t", `\t`, "\r", `\r`, "\n", `\n`).Replace(whiteSpaceCEL)),
+			Message: "image must not contain white space",
+			Holds:   func(m *Memcached) bool { return !strings.ContainsAny(m.Spec.Image, whiteSpace) },
+		}, {
+			On: "spec.podLabels",
+			CEL: strings.Join(slices.Collect(func(yield func(string) bool) {
+				for _, l := range reservedPodLabels {
+					if !yield(fmt.Sprintf("!('%s' in self)", l)) {
+						return
+					}
+				}
+			}), " && "),
+			Message: "podLabels must not set " + strings.Join(reservedPodLabels, ", ") + ": the operator and Metacontroller own them",
+			Holds: func(m *Memcached) bool {
+				return !slices.ContainsFunc(reservedPodLabels, func(l string) bool { _, ok := m.Spec.PodLabels[l]; return ok })
+			},
+		}, {
+			On:    "spec",
+			Field: ".resources.limits['memory']",
+			CEL: fmt.Sprintf("!(%s) || !(%s) || !(%s) || %s >= (%s) * %d",
+				hasLimit, defaulted("self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"),
+				isBytes(limit), quantityBytes(limit), memoryCEL(), 1<<20),
+			Message: "resources.limits.memory must be at least what memcached can use with its settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)",
+			Holds: func(m *Memcached) bool {
+				limit, ok := memoryBytes(m.Spec.Resources, true)
+				return !ok || limit >= MemoryOf(&m.Spec)<<20
+			},
+			Explain: func(m *Memcached) field.ErrorList {
+				limit, _ := memory(m.Spec.Resources, true)
+				return field.ErrorList{field.Invalid(pathOf("spec.resources.limits['memory']"), limit.String(), fmt.Sprintf(
+					"must be at least %dMi, what memcached can use with these settings: maxMemoryMB, its hash table, every connection busy (see Memory in sync/api/v1alpha1/README.md)", MemoryOf(&m.Spec)))}
+			},
+		}, {
+			On:    "spec",
+			Field: ".resources.requests['memory']",
+			CEL: fmt.Sprintf("!(%s) || !(%s) || !isQuantity(string(%s)) || !isQuantity(string(%s)) || quantity(string(%s)).compareTo(quantity(string(%s))) <= 0",
+				hasRequest, hasLimit, request, limit, request, limit),
+			Message: "resources.requests.memory must not exceed resources.limits.memory",
+			Holds: func(m *Memcached) bool {
+				req, hasReq := memory(m.Spec.Resources, false)
+				limit, hasLimit := memory(m.Spec.Resources, true)
+				return !hasReq || !hasLimit || req.Cmp(limit) <= 0
+			},
+		}, {
+			On:    "spec.memcached",
+			Field: ".maxItemSize",
+			CEL: fmt.Sprintf("!(%s) || !(%s) || %s * 2 <= self.maxMemoryMB * %d",
+				defaulted("self.maxItemSize", "self.maxMemoryMB"), isBytes("self.maxItemSize"), quantityBytes("self.maxItemSize"), 1<<20),
+			Message: "maxItemSize must be at most half of maxMemoryMB, or memcached refuses to start",
+			Holds: func(m *Memcached) bool {
+				c := m.Spec.Memcached
+				b, ok := wholeBytes(*c.MaxItemSize)
+				return !ok || b*2 <= int64(*c.MaxMemoryMB)<<20
+			},
+		}, {
+			On:    "spec.memcached",
+			Field: ".maxConnections",
+			CEL: fmt.Sprintf("!(%s) || self.maxConnections >= %d * self.threads + %d",
+				defaulted("self.maxConnections", "self.threads"), descriptorsPerThread, descriptorsFixed+minClients),
+			Message: fmt.Sprintf("maxConnections must be at least %d × threads + %d: memcached takes %d file descriptors per worker thread and up to %d more before it serves anyone, and this leaves %d clients",
+				descriptorsPerThread, descriptorsFixed+minClients, descriptorsPerThread, descriptorsFixed, minClients),
+			Holds: func(m *Memcached) bool {
+				c := m.Spec.Memcached
+				return int64(*c.MaxConnections) >= MinConnections(int64(*c.Threads))
+			},
+		}, {
+			// CEL cannot follow memcached's parsing; it refuses what one item
+			// shows (a managed flag in a group of options, before any that
+			// takes a value, whose value would follow; --) and a last item
+			// that needs a value.
+			// The hook's check is memcached's own reading (extraArgsErrors).
+			On: "spec.memcached.extraArgs",
+			CEL: fmt.Sprintf("self.all(a, a != '--' && !a.matches('^-[%s]*[%s]') && !(a.startsWith('--') && %s.exists(f, f.startsWith(a.substring(2).split('=')[0])))) && (size(self) == 0 || !(self[size(self) - 1] in %s))",
+				flagOptions(), short, celList(long), celList(valueOptions())),
+			Message: fmt.Sprintf("extraArgs must not set a flag the operator manages (%s, their long forms or any prefix of them), nor end with an option that needs a value; pass -o and its value as two items",
+				flagList(short)),
+			Holds:   func(m *Memcached) bool { return len(extraArgsErrors(&m.Spec)) == 0 },
+			Explain: func(m *Memcached) field.ErrorList { return extraArgsErrors(&m.Spec) },
+		},
 		secretNameRule("spec.tls.secretName", func(m *Memcached) (string, bool) {
 			if m.Spec.TLS == nil {
 				return "", false
