@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -185,7 +186,8 @@ func TestHandoffs(t *testing.T) {
 		prevHO:  grownHO(2, "d", "a"),
 		size:    3,
 		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
-		reports: map[string]v1alpha1.HandoffProgress{"a_2_x": {State: "Done"}, "a": {State: "Done"}},
+		// As the agent reported an earlier plan of a's, from slot 2 to x.
+		reports: map[string]v1alpha1.HandoffProgress{contract.ReportKey(grownHO(2, "x", "a")[0]): {State: "Done"}, "a": {State: "Done"}},
 		want:    "a:Grown>d@2",
 	}, {
 		name:   "a second scale-up before the plan ended: one plan from the first added slot, and the Pod added first hands on too",
