@@ -216,10 +216,12 @@ type RolloutSpec struct {
 	// mgdump, mg and ms in add mode, so a newer item on the receiving Pod is
 	// never overwritten), while the leaving memcached still serves; its
 	// preStop waits until the agent says the copy is done, or for
-	// handoffSeconds. Off by default: it runs the agent Deployment, gives the
-	// memcached Pods a longer grace period and a preStop that asks memcached
-	// (changing the Pod template: turning it on rolls every Pod once), and
-	// cannot be used with tls or auth.
+	// handoffSeconds. After a scale-up, once every added Pod serves, each
+	// Pod already serving hands the items whose keys now hash to the added
+	// Pods on to them, and drops its own copies. Off by default: it runs the
+	// agent Deployment, gives the memcached Pods a longer grace period and a
+	// preStop that asks memcached (changing the Pod template: turning it on
+	// rolls every Pod once), and cannot be used with tls or auth.
 	// +optional
 	KeepWarm bool `json:"keepWarm,omitempty"`
 
