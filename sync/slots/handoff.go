@@ -94,8 +94,9 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 			// then, added slots included once they serve.
 			h = prev
 		default:
-			// A Moved copy that ended, done or failed, is over: the Pod
-			// stays, and what was not handed on ages out where it is.
+			// A Pod that stays: a Moved copy that ended, done or failed,
+			// is over (what was not handed on ages out where it is); the
+			// Pod may hand on to the slots a scale-up added.
 			var ok bool
 			if h, ok = grown(holds, now, prev, hasPrev, added, table, n, reports); !ok {
 				continue
