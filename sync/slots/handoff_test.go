@@ -181,11 +181,11 @@ func TestHandoffs(t *testing.T) {
 		reports: map[string]v1alpha1.HandoffProgress{"a_2_d": {State: "Failed"}, "b_2_d": {State: "Done"}},
 		want:    "",
 	}, {
-		name:    "a report of an earlier scale-up does not end this one",
-		prev:    "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
-		prevHO:  grownHO(2, "d", "a"),
-		size:    3,
-		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		name:   "a report of an earlier scale-up does not end this one",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO: grownHO(2, "d", "a"),
+		size:   3,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
 		// As the agent reported an earlier plan of a's, from slot 2 to x.
 		reports: map[string]v1alpha1.HandoffProgress{contract.ReportKey(grownHO(2, "x", "a")[0]): {State: "Done"}, "a": {State: "Done"}},
 		want:    "a:Grown>d@2",
