@@ -53,9 +53,19 @@ func AgentName(name string) string { return name + AgentSuffix }
 // and for a Moved hand-off "_" and its slot ('_' is in no Pod name). A
 // Pod may move more than once in its life; a report left from an earlier
 // move, Done or Failed, must not end a later one before it started.
+//
+// A Grown hand-off's key is the Pod's name, "_", the first slot added,
+// "_" and the Pod that took it (two '_', where a Moved key has one): a
+// Pod stays through many scale-ups (an autoscaler's up and down), and a
+// report of an earlier one must not end the next. The first added
+// slot's Pod is new in each scale-up (a Pod never moves up into a slot),
+// so the key is one plan's.
 func ReportKey(h v1alpha1.Handoff) string {
-	if h.Reason == v1alpha1.HandoffMoved && h.Slot != nil {
+	switch {
+	case h.Reason == v1alpha1.HandoffMoved && h.Slot != nil:
 		return h.Pod + "_" + strconv.Itoa(int(*h.Slot))
+	case h.Reason == v1alpha1.HandoffGrown && h.Slot != nil:
+		return h.Pod + "_" + strconv.Itoa(int(*h.Slot)) + "_" + h.To
 	}
 	return h.Pod
 }

@@ -48,7 +48,9 @@ func TestOrdered(t *testing.T) {
 }
 
 // TestReportKey checks where a hand-off's progress is reported: the Pod's
-// name, and for a Moved hand-off the Pod's name, "_" and its slot.
+// name, for a Moved hand-off the Pod's name, "_" and its slot, and for a
+// Grown one also "_" and the Pod of the first slot added, so that each
+// scale-up's plan reports under a key of its own.
 func TestReportKey(t *testing.T) {
 	seven := int32(7)
 	tests := []struct {
@@ -59,6 +61,8 @@ func TestReportKey(t *testing.T) {
 		{name: "Replaced", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffReplaced, Slot: &seven}, want: "cache-a"},
 		{name: "Removed", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffRemoved}, want: "cache-a"},
 		{name: "Moved", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffMoved, Slot: &seven}, want: "cache-a_7"},
+		{name: "Grown", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffGrown, Slot: &seven, To: "cache-g"}, want: "cache-a_7_cache-g"},
+		{name: "Grown, plan not made yet", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffGrown, Slot: &seven}, want: "cache-a_7_"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,8 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/testutil"
 	"sigs.k8s.io/yaml"
 )
@@ -243,4 +246,86 @@ func curlWalkthrough(t *testing.T) walkthrough {
 		t.Fatal("the curl walk-through sends no request")
 	}
 	return w
+}
+
+// TestAutoscalingExamples checks the HorizontalPodAutoscalers in
+// examples/autoscaling (kept out of examples/*.yaml, which every suite
+// reads as Memcached objects): each is an autoscaling/v2 object with no
+// unknown field, it scales a Memcached example that keeps the cache warm
+// through a scale-up (spec.rollout.keepWarm), by name, and the CRD serves
+// the scale subresource it goes through, on spec.size.
+func TestAutoscalingExamples(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testutil.Root(), "examples", "autoscaling", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no autoscaling examples: %v", err)
+	}
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Name         string `json:"name"`
+				Subresources struct {
+					Scale *struct {
+						SpecReplicasPath  string `json:"specReplicasPath"`
+						LabelSelectorPath string `json:"labelSelectorPath"`
+					} `json:"scale"`
+				} `json:"subresources"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	b, err := os.ReadFile(filepath.Join(testutil.Root(), "manifests", "base", "crd", "cache.example.com_memcacheds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	scaled := false
+	for _, v := range crd.Spec.Versions {
+		if "cache.example.com/"+v.Name == v1alpha1.APIVersion && v.Subresources.Scale != nil {
+			scaled = v.Subresources.Scale.SpecReplicasPath == ".spec.size" && v.Subresources.Scale.LabelSelectorPath == ".status.selector"
+		}
+	}
+	if !scaled {
+		t.Errorf("the CRD's %s has no scale subresource on .spec.size and .status.selector: %+v", v1alpha1.APIVersion, crd.Spec.Versions)
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hpa autoscalingv2.HorizontalPodAutoscaler
+			if err := yaml.UnmarshalStrict(b, &hpa); err != nil {
+				t.Fatalf("not a HorizontalPodAutoscaler: %v", err)
+			}
+			if hpa.APIVersion != "autoscaling/v2" || hpa.Kind != "HorizontalPodAutoscaler" {
+				t.Errorf("%s %s, want autoscaling/v2 HorizontalPodAutoscaler", hpa.APIVersion, hpa.Kind)
+			}
+			ref := hpa.Spec.ScaleTargetRef
+			if ref.APIVersion != v1alpha1.APIVersion || ref.Kind != v1alpha1.Kind {
+				t.Fatalf("it scales a %s %s, want a %s %s", ref.APIVersion, ref.Kind, v1alpha1.APIVersion, v1alpha1.Kind)
+			}
+			var target *v1alpha1.Memcached
+			examples, _ := filepath.Glob(filepath.Join(testutil.Root(), "examples", "*.yaml"))
+			for _, ex := range examples {
+				b, err := os.ReadFile(ex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var m v1alpha1.Memcached
+				if err := yaml.Unmarshal(b, &m); err == nil && m.Name == ref.Name {
+					target = &m
+				}
+			}
+			switch {
+			case target == nil:
+				t.Errorf("it scales Memcached %s, which no example in examples/ is", ref.Name)
+			case target.Spec.Rollout == nil || !target.Spec.Rollout.KeepWarm:
+				t.Errorf("it scales Memcached %s, which does not keep the cache warm through a scale-up (spec.rollout.keepWarm)", ref.Name)
+			}
+			if hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 1 || hpa.Spec.MaxReplicas > slots.MaxSlots {
+				t.Errorf("minReplicas %v, maxReplicas %d: want from 1 to spec.size's bound %d", hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas, slots.MaxSlots)
+			}
+		})
+	}
 }

@@ -31,12 +31,23 @@ import (
 // its items of the old slot go where their keys now hash, until the agent
 // reports the copy Done (or Failed: the Pod stays either way).
 //
+// A Pod that is not terminating and holds a slot below the ones a
+// scale-up added is Grown (see grown): the items whose keys now hash to
+// an added slot go there, and leave it.
+//
 // The transition is seen once, in the sync where the table changes; later
 // syncs carry the entry forward from prevHandoffs for as long as its Pod
 // exists. The result is sorted by Pod name.
 func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1alpha1.Handoff, pods []Pod, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
 	n := int(min(max(size, 0), MaxSlots))
 	table := a.Slots
+	// added is the first slot this sync's table adds (a scale-up: the
+	// proxy's jump hash over the table moves keys to the added slots
+	// only), or -1.
+	added := -1
+	if len(table) > len(prev) {
+		added = len(prev)
+	}
 	prevSlot := slotsByPod(prev)
 	nowSlot := slotsByPod(table)
 	carried := map[string]v1alpha1.Handoff{}
@@ -77,16 +88,19 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(took.Slot))}
 		case p.Leaving:
 			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot}
-		default:
-			if !hasPrev || prev.Reason != v1alpha1.HandoffMoved {
-				continue
-			}
-			// A Moved copy that ended, done or failed, is over: the Pod
-			// stays, and what was not handed on ages out where it is.
-			if st := reports[contract.ReportKey(prev)].State; st == v1alpha1.HandoffDone || st == v1alpha1.HandoffFailed {
-				continue
-			}
+		case hasPrev && prev.Reason == v1alpha1.HandoffMoved && !ended(prev, reports):
+			// A Moved copy goes on, through a scale-up too: it puts
+			// each item where its key hashes in the table as it is
+			// then, added slots included once they serve.
 			h = prev
+		default:
+			// A Pod that stays: a Moved copy that ended, done or failed,
+			// is over (what was not handed on ages out where it is); the
+			// Pod may hand on to the slots a scale-up added.
+			var ok bool
+			if h, ok = grown(holds, now, prev, hasPrev, added, table, n, reports); !ok {
+				continue
+			}
 		}
 		if h.Reason == v1alpha1.HandoffReplaced {
 			// Its items go to the slot's Pod as the table has it now:
@@ -106,6 +120,71 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
+}
+
+// grown is the Grown entry of a Pod that is not terminating and holds
+// slot now (holds), given its entry in the status (prev, hasPrev), the
+// first slot this sync's table added (added, -1: none), the table and
+// the size.
+//
+// A scale-up by jump hash (the proxy's, over the slots in order) moves
+// keys from every slot to the added ones and nowhere else: a Pod in a
+// slot below the first added one is a source, and each of its items
+// whose key now hashes to an added slot goes there. Only those: an item
+// whose key hashes to another old slot is one it kept from an earlier
+// change and no client asks it for; copying it in add mode could put an
+// older value, deleted or evicted on its owner since, back in front of
+// clients.
+//
+// The plan is made (To named, and the agent copies) once every added
+// slot below size is Serving, not as each one starts serving: the copy
+// routes each item by the table as it is when it reads it, and an item
+// whose slot does not serve yet stays behind, so copying as each slot
+// came would take several passes over every source (3 → 6 would dump
+// each source three times, and the items of slots that served late
+// would be missed by the earlier passes). Until then the entry is
+// listed without To, and nothing is copied; the added slots' keys miss
+// meanwhile, as they would without keepWarm.
+//
+// Several scale-ups before a plan ends are one plan: the first added
+// slot is the lowest of them (a Pod's unfinished entry keeps its Slot),
+// and it waits for every added slot again. The entry ends when its copy
+// does (the agent reports Done or Failed under its ReportKey, which names
+// the plan), when the Pod starts terminating or moves (its own entry then
+// takes over), or when a scale-down took every added slot away again.
+// A Pod whose Moved copy has not ended when the table grows keeps that
+// entry (Handoffs): the Moved copy puts its items where the grown table
+// says once the added slots serve, but the items of its new slot that
+// hash to an added one stay behind.
+func grown(holds bool, now int, prev v1alpha1.Handoff, hasPrev bool, added int, table []v1alpha1.Slot, n int, reports map[string]v1alpha1.HandoffProgress) (v1alpha1.Handoff, bool) {
+	first := -1
+	if hasPrev && prev.Reason == v1alpha1.HandoffGrown && prev.Slot != nil && !ended(prev, reports) {
+		first = int(*prev.Slot)
+	}
+	if added >= 0 && (first < 0 || added < first) {
+		first = added
+	}
+	if first < 0 || !holds || now >= first || first >= n {
+		return v1alpha1.Handoff{}, false
+	}
+	h := v1alpha1.Handoff{Reason: v1alpha1.HandoffGrown, Slot: ptr(int32(first))}
+	for s := first; s < n; s++ {
+		if s >= len(table) || table[s].State != v1alpha1.SlotServing {
+			return h, true
+		}
+	}
+	h.To, h.ToIP = table[first].Pod, table[first].IP
+	return h, true
+}
+
+// ended tells whether the agent reported a copy of a Pod that stays
+// (Moved, or Grown once planned) Done or Failed.
+func ended(h v1alpha1.Handoff, reports map[string]v1alpha1.HandoffProgress) bool {
+	if h.Reason == v1alpha1.HandoffGrown && h.To == "" {
+		return false
+	}
+	st := reports[contract.ReportKey(h)].State
+	return st == v1alpha1.HandoffDone || st == v1alpha1.HandoffFailed
 }
 
 // slotsByPod maps each Pod of a table to its slot.

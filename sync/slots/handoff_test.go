@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -132,6 +133,99 @@ func TestHandoffs(t *testing.T) {
 		size: 0,
 		pods: []slots.Pod{leaving("a", "10.0.0.1"), leaving("b", "10.0.0.2")},
 		want: "a:Removed b:Removed",
+	}, {
+		name: "the first table: nothing was added to anything",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2")},
+		want: "",
+	}, {
+		name: "a scale-up whose new slot does not serve yet: the plan waits, nothing is copied",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 4,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), notReady("d", "10.0.0.4")},
+		want: "a:Grown@3 b:Grown@3 c:Grown@3",
+	}, {
+		name: "a scale-up whose new slot serves at once: every Pod below it hands on",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		size: 4,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		want: "a:Grown>d@3 b:Grown>d@3 c:Grown>d@3",
+	}, {
+		name:   "3 → 6 is one plan: it waits while an added slot does not serve",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving - -",
+		prevHO: grownHO(3, "", "a", "b", "c"),
+		size:   6,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4"), ready("e", "10.0.0.5"), notReady("f", "10.0.0.6")},
+		want:   "a:Grown@3 b:Grown@3 c:Grown@3",
+	}, {
+		name:   "3 → 6 is one plan: made once every added slot serves",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving e@10.0.0.5:Serving -",
+		prevHO: grownHO(3, "", "a", "b", "c"),
+		size:   6,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4"), ready("e", "10.0.0.5"), ready("f", "10.0.0.6")},
+		want:   "a:Grown>d@3 b:Grown>d@3 c:Grown>d@3",
+	}, {
+		name:    "a Grown copy stays, with its progress, until the agent reports it ended",
+		prev:    "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO:  grownHO(2, "d", "a", "b"),
+		size:    3,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		reports: map[string]v1alpha1.HandoffProgress{"a_2_d": {State: "Copying"}, "b_2_d": {State: "Done"}},
+		want:    "a:Grown>d@2[Copying]",
+	}, {
+		name:    "a Grown copy that failed goes too: the Pod stays, what was not copied misses",
+		prev:    "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO:  grownHO(2, "d", "a", "b"),
+		size:    3,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		reports: map[string]v1alpha1.HandoffProgress{"a_2_d": {State: "Failed"}, "b_2_d": {State: "Done"}},
+		want:    "",
+	}, {
+		name:   "a report of an earlier scale-up does not end this one",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO: grownHO(2, "d", "a"),
+		size:   3,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		// As the agent reported an earlier plan of a's, from slot 2 to x.
+		reports: map[string]v1alpha1.HandoffProgress{contract.ReportKey(grownHO(2, "x", "a")[0]): {State: "Done"}, "a": {State: "Done"}},
+		want:    "a:Grown>d@2",
+	}, {
+		name:   "a second scale-up before the plan ended: one plan from the first added slot, and the Pod added first hands on too",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO: grownHO(2, "d", "a", "b"),
+		size:   5,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4"), notReady("e", "10.0.0.5")},
+		want:   "a:Grown@2 b:Grown@2 d:Grown@3",
+	}, {
+		name:    "a second scale-up after the plan ended: a plan of its own",
+		prev:    "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO:  grownHO(2, "d", "a", "b"),
+		size:    4,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("d", "10.0.0.4"), ready("e", "10.0.0.5")},
+		reports: map[string]v1alpha1.HandoffProgress{"a_2_d": {State: "Done"}, "b_2_d": {State: "Failed"}},
+		want:    "a:Grown>e@3 b:Grown>e@3 d:Grown>e@3",
+	}, {
+		name:   "scaled down again before the plan was made: nothing was added, the entries go",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving -",
+		prevHO: grownHO(2, "", "a", "b"),
+		size:   2,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2")},
+		want:   "",
+	}, {
+		name:   "a source that starts leaving: its own hand-off takes over",
+		prev:   "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving",
+		prevHO: grownHO(2, "d", "a", "b"),
+		size:   3,
+		pods:   []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("d", "10.0.0.4")},
+		want:   "a:Grown>d@2 b:Waiting@1",
+	}, {
+		name:    "a Moved copy goes on through a scale-up; the others hand on their share",
+		prev:    "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		prevHO:  []v1alpha1.Handoff{{Pod: "c", Reason: v1alpha1.HandoffMoved, Slot: ptr32(1), To: "c"}},
+		size:    3,
+		pods:    []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")},
+		reports: map[string]v1alpha1.HandoffProgress{"c_1": {State: "Copying"}},
+		want:    "a:Grown>d@2 c:Moved>c@1[Copying]",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,3 +285,13 @@ func TestHandoffsThroughARollingUpdate(t *testing.T) {
 }
 
 func ptr32(v int32) *int32 { return &v }
+
+// grownHO are Grown entries of pods from slot first, planned to the Pod
+// to ("": not yet).
+func grownHO(first int32, to string, pods ...string) []v1alpha1.Handoff {
+	var out []v1alpha1.Handoff
+	for _, p := range pods {
+		out = append(out, v1alpha1.Handoff{Pod: p, Reason: v1alpha1.HandoffGrown, Slot: ptr32(first), To: to})
+	}
+	return out
+}

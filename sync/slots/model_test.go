@@ -29,15 +29,21 @@ import (
 // it while it is not terminating (a scale-down's move aside); a leaving
 // Pod's Replaced hand-off never names another slot than the first one did,
 // and names the Pod that holds it; the version the agent serves never goes
-// down and its list is the status's. Once events stop, the table
-// converges: every slot Serving, a sync more changes nothing, and nothing
-// is pending.
+// down and its list is the status's. A Grown hand-off is made by a Pod
+// that holds a slot below the first one added, and its plan names the Pod
+// of that slot only once every added slot below size serves (one plan for
+// several added slots). Once events stop, the table converges: every slot
+// Serving, every hand-off ended (the agent reports some Grown copies
+// Failed: those end too), a sync more changes nothing, and nothing is
+// pending. In the scenarios that add slots, some Grown plan is made.
 func TestModel(t *testing.T) {
 	tests := []struct {
 		name string
 		size int32
 		// script runs at the given second of the model's clock.
 		script map[int]func(w *world)
+		// grows: the script adds slots, and some Grown plan is made.
+		grows bool
 	}{{
 		name:   "rolling replacement",
 		size:   5,
@@ -54,6 +60,47 @@ func TestModel(t *testing.T) {
 			15: scale(2),
 			25: scale(4),
 		},
+		grows: true,
+	}, {
+		name:   "a scale-up by one",
+		size:   3,
+		script: map[int]func(*world){5: scale(4)},
+		grows:  true,
+	}, {
+		// The table may not have shrunk yet: then nothing was added.
+		name: "a scale-up right after a scale-down",
+		size: 5,
+		script: map[int]func(*world){
+			5: scale(3),
+			7: scale(5),
+		},
+	}, {
+		name: "a scale-up while a scale-down's hand-offs run",
+		size: 5,
+		script: map[int]func(*world){
+			5:  scale(3),
+			10: scale(5),
+		},
+		grows: true,
+	}, {
+		name: "a scale-down right after a scale-up",
+		size: 3,
+		script: map[int]func(*world){
+			5: scale(6),
+			6: scale(4),
+		},
+		grows: true,
+	}, {
+		name: "an autoscaler's steps, up and down",
+		size: 2,
+		script: map[int]func(*world){
+			5:  scale(3),
+			9:  scale(5),
+			14: scale(4),
+			16: scale(6),
+			30: scale(3),
+		},
+		grows: true,
 	}, {
 		name: "a scale-up during a rollout",
 		size: 4,
@@ -61,6 +108,15 @@ func TestModel(t *testing.T) {
 			5: rollout,
 			8: scale(6),
 		},
+		grows: true,
+	}, {
+		name: "a rollout during a scale-up",
+		size: 3,
+		script: map[int]func(*world){
+			5: scale(5),
+			7: rollout,
+		},
+		grows: true,
 	}, {
 		name: "a scale-down during a rollout",
 		size: 6,
@@ -91,6 +147,9 @@ func TestModel(t *testing.T) {
 				w := newWorld(t, seed, tt.size)
 				w.run(tt.script, 45*time.Second)
 				w.converge()
+				if tt.grows && w.grownPlans == 0 {
+					t.Errorf("slots were added, and no Grown plan was made")
+				}
 			})
 		}
 	}
@@ -171,8 +230,10 @@ type world struct {
 	// resyncAt is when the hook asked to be called again.
 	resyncAt time.Time
 	reports  map[string]v1alpha1.HandoffProgress
-	// reportDue are the Done reports the agent will write, by key.
+	// reportDue are the reports the agent will write, by key: Done, or
+	// Failed for those in fails.
 	reportDue map[string]time.Time
+	fails     map[string]bool
 
 	// What the checks remember.
 	published    map[string]int32 // Pod: the slot it was first published Serving in
@@ -181,6 +242,7 @@ type world struct {
 	served       int64            // the agent's version
 	servedIPs    []string
 	landed       int
+	grownPlans   int // Grown entries that landed with a plan (To)
 }
 
 func newWorld(t *testing.T, seed uint64, size int32) *world {
@@ -191,6 +253,7 @@ func newWorld(t *testing.T, seed uint64, size int32) *world {
 		objects:      []object{{rev: 1, size: size}},
 		reports:      map[string]v1alpha1.HandoffProgress{},
 		reportDue:    map[string]time.Time{},
+		fails:        map[string]bool{},
 		published:    map[string]int32{},
 		publishedRev: map[string]int{},
 		firstSlot:    map[string]int32{},
@@ -400,12 +463,15 @@ func (w *world) delete(p *modelPod) {
 	p.goneDue = w.now.Add(time.Duration(10000+w.rng.IntN(5000)) * time.Millisecond)
 }
 
-// agentReports writes the Done reports that are due: the agent copies
-// each hand-off within a few seconds of its entry landing.
+// agentReports writes the reports that are due: the agent copies each
+// hand-off within a few seconds of its entry landing.
 func (w *world) agentReports() {
 	for key, due := range w.reportDue {
 		if !due.After(w.now) {
 			w.reports[key] = v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone}
+			if w.fails[key] {
+				w.reports[key] = v1alpha1.HandoffProgress{State: v1alpha1.HandoffFailed}
+			}
 			delete(w.reportDue, key)
 		}
 	}
@@ -468,6 +534,34 @@ func (w *world) sync() {
 	w.check(copy, st)
 }
 
+// checkGrown checks a Grown entry that landed: its Pod holds a slot
+// below the first one added, and a plan (To) names that slot's Pod only
+// once every added slot below size serves.
+func (w *world) checkGrown(copy object, st status, h v1alpha1.Handoff) {
+	tb := st.table.Slots
+	if h.Slot == nil {
+		w.t.Errorf("landing %d: %s's Grown hand-off names no slot", w.landed, h.Pod)
+		return
+	}
+	first := int(*h.Slot)
+	own := slices.IndexFunc(tb, func(e v1alpha1.Slot) bool { return e.Pod == h.Pod })
+	if own < 0 || own >= first {
+		w.t.Errorf("landing %d: %s hands on slots from %d, and holds slot %d: %s", w.landed, h.Pod, first, own, show(tb))
+	}
+	if h.To == "" {
+		return
+	}
+	w.grownPlans++
+	for s := first; s < int(copy.size); s++ {
+		if s >= len(tb) || tb[s].State != v1alpha1.SlotServing {
+			w.t.Errorf("landing %d: %s's Grown plan was made while added slot %d does not serve: %s", w.landed, h.Pod, s, show(tb))
+		}
+	}
+	if first >= len(tb) || tb[first].Pod != h.To || tb[first].IP != h.ToIP {
+		w.t.Errorf("landing %d: %s's Grown plan names %s@%s, which does not hold slot %d: %s", w.landed, h.Pod, h.To, h.ToIP, first, show(tb))
+	}
+}
+
 // check checks a status that landed.
 func (w *world) check(copy object, st status) {
 	w.landed++
@@ -508,10 +602,19 @@ func (w *world) check(copy object, st status) {
 		}
 	}
 	for _, h := range st.handoffs {
-		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting {
+		// The agent copies what the entry asks for: nothing while a
+		// slot waits, or while a Grown plan is not made.
+		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting && !(h.Reason == v1alpha1.HandoffGrown && h.To == "") {
 			if _, due := w.reportDue[key]; !due && w.reports[key].State == "" {
 				w.reportDue[key] = w.now.Add(time.Duration(500+w.rng.IntN(3000)) * time.Millisecond)
+				if h.Reason == v1alpha1.HandoffGrown {
+					w.fails[key] = w.rng.IntN(6) == 0
+				}
 			}
+		}
+		if h.Reason == v1alpha1.HandoffGrown {
+			w.checkGrown(copy, st, h)
+			continue
 		}
 		if h.Reason != v1alpha1.HandoffReplaced {
 			continue

@@ -216,10 +216,12 @@ type RolloutSpec struct {
 	// mgdump, mg and ms in add mode, so a newer item on the receiving Pod is
 	// never overwritten), while the leaving memcached still serves; its
 	// preStop waits until the agent says the copy is done, or for
-	// handoffSeconds. Off by default: it runs the agent Deployment, gives the
-	// memcached Pods a longer grace period and a preStop that asks memcached
-	// (changing the Pod template: turning it on rolls every Pod once), and
-	// cannot be used with tls or auth.
+	// handoffSeconds. After a scale-up, once every added Pod serves, each
+	// Pod already serving hands the items whose keys now hash to the added
+	// Pods on to them, and drops its own copies. Off by default: it runs the
+	// agent Deployment, gives the memcached Pods a longer grace period and a
+	// preStop that asks memcached (changing the Pod template: turning it on
+	// rolls every Pod once), and cannot be used with tls or auth.
 	// +optional
 	KeepWarm bool `json:"keepWarm,omitempty"`
 
@@ -538,7 +540,10 @@ type MemcachedStatus struct {
 
 	// Handoffs are the Pods leaving with items to hand on, and where the
 	// items go (spec.rollout.keepWarm), with the copy's progress as the
-	// agent reports it. An entry goes once its Pod is gone.
+	// agent reports it; and, after a scale-up, the Pods that hand on the
+	// items whose keys now hash to the new slots. An entry goes once its
+	// Pod is gone, or, for a Pod that stays (Moved, Grown), once its copy
+	// ended.
 	// +listType=map
 	// +listMapKey=pod
 	// +optional
@@ -629,14 +634,18 @@ type Handoff struct {
 	// every item goes to that Pod), Removed (its slot went in a
 	// scale-down: each item goes to the slot its key now hashes to),
 	// Moved (it moved from a removed slot into a freed one: its items go
-	// where their keys now hash), Waiting (its slot waits for a Ready Pod;
+	// where their keys now hash), Grown (it stays; slots were added from
+	// Slot on, and each of its items whose key now hashes to one of them
+	// goes there, and leaves it), Waiting (its slot waits for a Ready Pod;
 	// nothing is copied yet) or NoSlot (it held no slot: nothing to hand
 	// on).
 	Reason HandoffReason `json:"reason"`
 
 	// Slot is the slot whose keys the items belong to now, and To the Pod
 	// that holds it now (Replaced, Waiting, Moved): for Replaced, the Pod
-	// that took the slot or, if that one left too, the next.
+	// that took the slot or, if that one left too, the next. For Grown,
+	// Slot is the first slot the scale-up added, and To its Pod once every
+	// added slot is Serving, when the copy starts (empty until then).
 	// +optional
 	Slot *int32 `json:"slot,omitempty"`
 	// +optional
@@ -650,7 +659,7 @@ type Handoff struct {
 }
 
 // HandoffReason says where a leaving Pod's items go.
-// +kubebuilder:validation:Enum=Replaced;Removed;Moved;Waiting;NoSlot
+// +kubebuilder:validation:Enum=Replaced;Removed;Moved;Grown;Waiting;NoSlot
 type HandoffReason string
 
 // The hand-off reasons.
@@ -658,6 +667,7 @@ const (
 	HandoffReplaced HandoffReason = "Replaced"
 	HandoffRemoved  HandoffReason = "Removed"
 	HandoffMoved    HandoffReason = "Moved"
+	HandoffGrown    HandoffReason = "Grown"
 	HandoffWaiting  HandoffReason = "Waiting"
 	HandoffNoSlot   HandoffReason = "NoSlot"
 )

@@ -16,19 +16,28 @@ import (
 const maxRelativeTTL = 30 * 24 * 60 * 60
 
 // destination is where an item goes: a memcached's address, and the Pod
-// it is, for the reports.
+// it is, for the reports. When an item goes nowhere, stay says that it
+// is not this hand-off's to move (a Grown source's item whose key hashes
+// to no added slot), rather than homeless.
 type destination struct {
 	addr, pod string
+	stay      bool
 }
 
 // route says where an item goes (its key as the dump gives it); ok false
-// when it has no home (its slot is not Serving, or is the source's).
+// when it has no home (its slot is not Serving, or is the source's) or
+// stays (d.stay).
 type route func(key string) (d destination, ok bool)
 
 // counts are a copy's, read while it runs.
 type counts struct {
 	items, bytes, skipped         atomic.Int64
 	gone, homeless, refused, kept atomic.Int64
+	// stayed were not this hand-off's to move; removed, deleted from
+	// the source once their destination held them (copier.remove);
+	// changed, left on the source because they were written there since
+	// the copy read them.
+	stayed, removed, changed atomic.Int64
 
 	mu sync.Mutex
 	// refusal is the first answer a destination refused an item with.
@@ -66,8 +75,27 @@ type copier struct {
 	batch   int
 	now     func() time.Time
 	counts  *counts
-	// beforeGet, in tests, runs before a batch is asked for.
-	beforeGet func([]dumpKey)
+	// remove deletes each item from the source once its destination
+	// holds it (stored, or held already: NS), if it is still the item
+	// read: md with the CAS mg returned, so that a write the source took
+	// since is kept. For a source that stays and keeps serving its other
+	// keys (Grown), where a copy left behind would come back: a later
+	// copy in add mode (a scale-down's Removed, back to this source)
+	// would find it and keep it in place of the newer value, and clients
+	// would read it.
+	remove bool
+	// beforeGet, in tests, runs before a batch is asked for;
+	// beforeRemove before an item is deleted from the source.
+	beforeGet    func([]dumpKey)
+	beforeRemove func(key string)
+}
+
+// removal is an item to delete from the source: its key, and the CAS it
+// had when the copy read it.
+type removal struct {
+	key    string
+	binary bool
+	cas    uint64
 }
 
 // pending is what a destination's reader expects next: the answer to an
@@ -75,6 +103,8 @@ type copier struct {
 type pending struct {
 	size int64
 	mn   bool
+	// item is the source's item, to remove once stored (copier.remove).
+	item *removal
 }
 
 // dest is a connection to one destination and the reader of its answers.
@@ -86,6 +116,9 @@ type dest struct {
 	// so that it never waits for an answer to what was not sent.
 	batch []pending
 	done  chan error
+	// removals takes the items the destination now holds, to delete
+	// from the source (copier.remove; nil otherwise).
+	removals chan<- removal
 }
 
 // once runs one attempt of the copy: the key dump on one connection,
@@ -133,6 +166,32 @@ func (cp *copier) once(ctx context.Context) (err error) {
 		}
 	}
 
+	// With remove, a connection of its own to the source deletes what
+	// the destinations hold.
+	var removals chan removal
+	var removeDone chan error
+	if cp.remove {
+		rc, err := dial(ctx, cp.dial, cp.source, cp.timeout, destBufs)
+		if err != nil {
+			return err
+		}
+		connsMu.Lock()
+		destConns = append(destConns, rc)
+		connsMu.Unlock()
+		removals, removeDone = make(chan removal, 4*(cp.batch+1)), make(chan error, 1)
+		go func() {
+			defer rc.close()
+			err := cp.removeAll(rc, removals)
+			if err != nil {
+				fail(err)
+				// The destinations' readers never block on a remover
+				// that stopped.
+				for range removals {
+				}
+			}
+			removeDone <- err
+		}()
+	}
 	keys := make(chan []dumpKey, 4)
 	wg.Add(1)
 	go func() {
@@ -161,8 +220,12 @@ func (cp *copier) once(ctx context.Context) (err error) {
 					line = append(line, " b"...)
 				}
 				// u: no LRU bump, so a source that stays (Moved) keeps
-				// its order.
-				line = append(line, " k v f t u\r\n"...)
+				// its order; c: the CAS, to remove it as read.
+				line = append(line, " k v f t u"...)
+				if cp.remove {
+					line = append(line, " c"...)
+				}
+				line = append(line, "\r\n"...)
 				getConn.w.Write(line)
 			}
 			if err := getConn.flush(); err != nil {
@@ -194,6 +257,13 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			}
 			d.close()
 		}
+		// The readers are done: every removal they will ask for is in.
+		if removals != nil {
+			close(removals)
+			if rerr := <-removeDone; rerr != nil {
+				fail(rerr)
+			}
+		}
 		if p := failure.Load(); p != nil {
 			err = *p
 		}
@@ -206,7 +276,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 		if err != nil {
 			return nil, err
 		}
-		d := &dest{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1)}
+		d := &dest{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: removals}
 		dests[to.addr] = d
 		connsMu.Lock()
 		destConns = append(destConns, c)
@@ -247,6 +317,8 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			switch {
 			case !live:
 				cp.counts.gone.Add(1)
+			case !ok && to.stay:
+				cp.counts.stayed.Add(1)
 			case !ok:
 				cp.counts.homeless.Add(1)
 			}
@@ -282,7 +354,11 @@ func (cp *copier) once(ctx context.Context) (err error) {
 				return err
 			}
 			d.w.WriteString("\r\n")
-			d.batch = append(d.batch, pending{size: item.size})
+			p := pending{size: item.size}
+			if cp.remove {
+				p.item = &removal{key: k.key, binary: k.binary, cas: item.cas}
+			}
+			d.batch = append(d.batch, p)
 		}
 		for _, d := range dests {
 			if len(d.batch) == 0 {
@@ -372,8 +448,11 @@ func (d *dest) read(c *counts) error {
 			c.items.Add(1)
 			c.bytes.Add(p.size)
 			c.handedTo(d.pod)
+			d.remove(p)
 		case string(l) == "NS":
+			// Newer there: the source's is older still, and goes too.
 			c.skipped.Add(1)
+			d.remove(p)
 		case bytes.HasPrefix(l, []byte("SERVER_ERROR ")):
 			// Too large for its -I, out of memory under -M: the item
 			// is not there, and the copy goes on.
@@ -385,11 +464,78 @@ func (d *dest) read(c *counts) error {
 	return nil
 }
 
+// remove asks for p's item to be deleted from the source, with remove.
+func (d *dest) remove(p pending) {
+	if d.removals != nil && p.item != nil {
+		d.removals <- *p.item
+	}
+}
+
+// removeAll deletes the items it is given from the source on c, each only
+// if it is still the item the copy read (md with its CAS), a batch at a
+// time closed by mn: HD deleted, EX written since (kept: the newer value
+// is there, for clients that have not switched yet), NF gone since.
+func (cp *copier) removeAll(c *conn, items <-chan removal) error {
+	var line []byte
+	n := 0
+	answers := func() error {
+		c.w.WriteString("mn\r\n")
+		if err := c.flush(); err != nil {
+			return err
+		}
+		for {
+			l, err := c.line()
+			if err != nil {
+				return err
+			}
+			switch string(l) {
+			case "HD":
+				cp.counts.removed.Add(1)
+			case "EX":
+				cp.counts.changed.Add(1)
+			case "NF":
+			case "MN":
+				return nil
+			default:
+				return &protocolError{addr: c.addr, msg: fmt.Sprintf("answered an md with %q", l)}
+			}
+		}
+	}
+	for it := range items {
+		if cp.beforeRemove != nil {
+			cp.beforeRemove(it.key)
+		}
+		line = append(line[:0], "md "...)
+		line = append(line, it.key...)
+		if it.binary {
+			line = append(line, " b"...)
+		}
+		line = append(line, " C"...)
+		line = strconv.AppendUint(line, it.cas, 10)
+		line = append(line, "\r\n"...)
+		c.w.Write(line)
+		n++
+		// A batch ends when it is full or nothing more waits.
+		if n >= cp.batch || len(items) == 0 {
+			if err := answers(); err != nil {
+				return err
+			}
+			n = 0
+		}
+	}
+	if n > 0 {
+		return answers()
+	}
+	return nil
+}
+
 // item is an mg answer's head: the value follows on the connection.
 type item struct {
 	size  int64
 	flags []byte
 	ttl   []byte
+	// cas, when asked for (c).
+	cas uint64
 }
 
 // readItem reads the answer to mg <key> k v f t u: nil for a miss (the
@@ -431,6 +577,12 @@ func readItem(c *conn, k dumpKey) (*item, error) {
 			it.flags = tok[1:]
 		case 't':
 			it.ttl = tok[1:]
+		case 'c':
+			cas, err := strconv.ParseUint(string(tok[1:]), 10, 64)
+			if err != nil {
+				return bad()
+			}
+			it.cas = cas
 		}
 	}
 	if string(key) != k.key || !digits(it.flags) || it.ttl == nil {

@@ -97,6 +97,12 @@ type Options struct {
 	// beforeGet, in tests, runs before each batch is read from the
 	// source.
 	beforeGet func([]dumpKey)
+	// keepGrown, in tests, leaves a Grown copy's items on its source,
+	// to show what removing them prevents.
+	keepGrown bool
+	// beforeRemove, in tests, runs before an item is deleted from the
+	// source.
+	beforeRemove func(key string)
 }
 
 func (o Options) withDefaults() Options {
@@ -190,6 +196,10 @@ func wanted(h v1alpha1.Handoff) bool {
 	switch h.Reason {
 	case v1alpha1.HandoffReplaced, v1alpha1.HandoffRemoved, v1alpha1.HandoffMoved, v1alpha1.HandoffNoSlot:
 		return h.Pod != ""
+	case v1alpha1.HandoffGrown:
+		// Listed without To until the hook makes the plan: every added
+		// slot serves then.
+		return h.Pod != "" && h.Slot != nil && h.To != ""
 	}
 	return false
 }
@@ -380,6 +390,8 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 			return
 		}
 		rt = r.holder(h)
+	case v1alpha1.HandoffGrown:
+		rt = r.added(h)
 	default:
 		rt = r.place(h)
 	}
@@ -423,12 +435,39 @@ func (r *Runner) place(h v1alpha1.Handoff) route {
 	}
 }
 
+// added routes a Grown Pod's items: each whose key hashes, in the slot
+// table as it is now, to a slot at or above the first one the scale-up
+// added goes there when that slot is Serving. The others stay: with jump
+// hash a scale-up moves keys to the added slots only, so an item whose
+// key hashes to another old slot is one the source kept from an earlier
+// change, which no client asks it for; copied in add mode, it could put
+// an older value back in front of clients where the owner deleted or
+// evicted the key.
+func (r *Runner) added(h v1alpha1.Handoff) route {
+	first := int(*h.Slot)
+	return func(key string) (destination, bool) {
+		table := *r.table.Load()
+		if len(table) == 0 {
+			return destination{stay: true}, false
+		}
+		n := slots.Place([]byte(key), len(table))
+		if n < first {
+			return destination{stay: true}, false
+		}
+		s := table[n]
+		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
+			return destination{}, false
+		}
+		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+	}
+}
+
 // copy takes the source's lock (waiting while another agent holds it,
 // ending if that one finishes), copies while renewing it, marks the
 // source and reports.
 func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string, rt route) {
 	id := jobID(h)
-	leaving := h.Reason != v1alpha1.HandoffMoved
+	leaving := h.Reason != v1alpha1.HandoffMoved && h.Reason != v1alpha1.HandoffGrown
 	var ctl *conn
 	defer func() {
 		if ctl != nil {
@@ -500,7 +539,8 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		defer wg.Done()
 		r.keep(copyCtx, stopCopy, source, log, start, cnt, h)
 	}()
-	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet}
+	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet,
+		remove: h.Reason == v1alpha1.HandoffGrown && !r.opts.keepGrown, beforeRemove: r.opts.beforeRemove}
 	err := cp.run(copyCtx, r.opts.Retries)
 	stopCopy(nil)
 	wg.Wait()
@@ -540,7 +580,8 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		}
 		r.event(ctx, log, false, "HandedOff", msg)
 		log.Info("handed items on", "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", took.Seconds(),
-			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.kept.Load())
+			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.kept.Load(),
+			"stayed", cnt.stayed.Load(), "removed", cnt.removed.Load(), "changed", cnt.changed.Load())
 	case errors.Is(err, errLockLost):
 		r.observer.Ended(ResultCancelled, took)
 		log.Warn("stopped copying: another agent holds the lock now")
@@ -650,6 +691,9 @@ func summary(cnt *counts) string {
 		first := cnt.refusal
 		cnt.mu.Unlock()
 		parts = append(parts, fmt.Sprintf("%d items refused by the destination (%s)", n, first))
+	}
+	if n := cnt.changed.Load(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d items stayed on the source too: written there since the copy read them", n))
 	}
 	return strings.Join(parts, "; ")
 }
