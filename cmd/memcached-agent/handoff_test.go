@@ -172,29 +172,11 @@ func statusJSON(t *testing.T, version int64, table []v1alpha1.Slot, handoffs []v
 	return b
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is the agent as a process of its own.
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testutil.LockedBuffer
 	report string
 	exited chan struct{}
 }
@@ -207,7 +189,7 @@ func startProcess(t *testing.T, name, statusFile string, args ...string) *proces
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{name: name, out: &syncBuffer{}, report: filepath.Join(t.TempDir(), "reports.json"), exited: make(chan struct{})}
+	p := &process{name: name, out: &testutil.LockedBuffer{}, report: filepath.Join(t.TempDir(), "reports.json"), exited: make(chan struct{})}
 	p.cmd = exec.Command(exe, append([]string{"--memcached=cache", "--from-file=" + statusFile, "--listen=", "--admin-listen=127.0.0.1:0",
 		"--file-poll-interval=20ms", "--report-file=" + p.report, "--log-format=text", "--log-level=debug", "--shutdown-delay=0s"}, args...)...)
 	p.cmd.Env = append(os.Environ(), asAgent+"=1", "POD_NAME="+name)

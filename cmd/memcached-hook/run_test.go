@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,26 +19,6 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-// lockedBuffer is a bytes.Buffer that goroutines may share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write appends p.
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runningHook is run() serving in a goroutine.
 type runningHook struct {
 	// addr is the address run logged that it listens on.
@@ -47,7 +26,7 @@ type runningHook struct {
 	// listening is the "listening" log line.
 	listening map[string]any
 	stdout    *logSink
-	stderr    *lockedBuffer
+	stderr    *testutil.LockedBuffer
 	cancel    context.CancelFunc
 	// exited is closed once run has returned err.
 	exited chan struct{}
@@ -60,7 +39,7 @@ type runningHook struct {
 func startRun(t *testing.T, args []string, vars map[string]string) *runningHook {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &runningHook{stdout: newLogSink(), stderr: &lockedBuffer{}, cancel: cancel, exited: make(chan struct{})}
+	h := &runningHook{stdout: newLogSink(), stderr: &testutil.LockedBuffer{}, cancel: cancel, exited: make(chan struct{})}
 	go func() {
 		defer close(h.exited)
 		h.err = run(ctx, append([]string{"memcached-hook"}, args...), env(vars), h.stdout, h.stderr)

@@ -112,7 +112,7 @@ func TestFileFollowsRewrites(t *testing.T) {
 func TestFileKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "memcached.yaml")
-	var logs lockedLog
+	var logs testutil.LockedBuffer
 	pub := serverlist.New(slog.New(slog.NewTextHandler(&logs, nil)), nil, time.Now)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -177,25 +177,8 @@ func waitServed(t *testing.T, pub *serverlist.Publisher, version int64) {
 	}
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitLog waits until the log holds s, and then forgets what it held.
-func waitLog(t *testing.T, l *lockedLog, s string) {
+func waitLog(t *testing.T, l *testutil.LockedBuffer, s string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(l.String(), s) {
@@ -204,9 +187,7 @@ func waitLog(t *testing.T, l *lockedLog, s string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	l.mu.Lock()
-	l.b.Reset()
-	l.mu.Unlock()
+	l.Reset()
 }
 
 // TestDecode checks the forms a file may take.
