@@ -10,6 +10,10 @@
 // is never overwritten. Every ms goes whole or not at all: a copy cut
 // short leaves both sides valid.
 //
+// A source that leaves (Replaced, Removed) has its writes forwarded from
+// before the dump until its memcached stops (forward.go): clients that
+// keep their connections write to it until then.
+//
 // Two agents follow the same status; a lock item on the source (ms in add
 // mode, with a TTL the holder renews) lets one of them copy while the
 // other waits, and takes over if the holder dies.
