@@ -58,7 +58,8 @@ test: vet verify-generate test-tools ## run every test
 # The fuzz targets, as package:target. go test fuzzes one target per run.
 FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \
 	./cmd/memcached-agent/internal/protocol:FuzzTranscript ./cmd/memcached-agent/internal/follow:FuzzDecode \
-	./cmd/memcached-agent/internal/handoff:FuzzAnswers
+	./cmd/memcached-agent/internal/handoff:FuzzAnswers \
+	./cmd/memcached-agent/internal/handoff:FuzzWatchLine
 # make test fuzzes each target this long; make fuzz, FUZZTIME (FUZZTIME=1h).
 FUZZTIME_SHORT ?= 10s
 FUZZTIME ?= 10m

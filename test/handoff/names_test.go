@@ -54,9 +54,10 @@ type namesClient struct {
 // name moves to its new Pod as it would in a cluster.
 //
 // Each client's warm hit ratio during and after, against before, and its
-// stale reads are printed as benchmark lines. The clients that look the
-// names up again (dskit's DNS discovery, the npm client's Auto Discovery)
-// must read nothing stale.
+// stale reads are printed as benchmark lines. Every client that hashes on
+// the names, but gomemcache, must read nothing stale: dskit looks them up
+// again, and the agent forwards what the others write to a leaving Pod
+// until its memcached stops.
 func TestStableNamesThroughARollout(t *testing.T) {
 	t.Parallel()
 	api := kube.Start(t)
@@ -152,13 +153,21 @@ func TestStableNamesThroughARollout(t *testing.T) {
 			"%.3f hit-ratio-after %.3f of-before %d stale", lostAfter, lostAfter/before, nc.stale[3])
 		// dskit looks the names up again while it runs, and moves to a
 		// slot's new Pod before the copy: it reads nothing stale, and
-		// keeps what the proxy keeps. The others keep their connection to
-		// the leaving Pod until its memcached stops, a moment after the
-		// copy, and the writes they send it meanwhile are lost: printed.
-		if nc.name == "dskit-dnssrvnoa" {
+		// keeps what the proxy keeps. pymemcache, libmemcached and the npm
+		// client given names keep their connection to the leaving Pod
+		// until its memcached stops, a moment after the copy: the agent
+		// forwards what they write there meanwhile (issue #27), so they
+		// read nothing stale either. gomemcache resolves once and reads
+		// nothing but misses after; the npm client over Auto Discovery
+		// hashes on addresses, so each replacement moves keys around its
+		// ring and keys that move back find older values: stale by its
+		// rehashing, not by the hand-off. Those two are printed.
+		if nc.name != "gomemcache" && nc.name != "npm-memcache-autodiscovery" {
 			if s := nc.stale[1] + nc.stale[2] + nc.stale[3]; s != 0 {
 				t.Errorf("%s read %d values older than one the cache acknowledged", nc.name, s)
 			}
+		}
+		if nc.name == "dskit-dnssrvnoa" {
 			if during < 0.9*before {
 				t.Errorf("%s kept %.3f of its hit ratio through the rolling replacement, want at least 0.9", nc.name, during/before)
 			}

@@ -3,7 +3,9 @@ package handoff
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +54,45 @@ func FuzzAnswers(f *testing.F) {
 			t.Fatalf("readItem accepted a negative size %d from %q", it.size, data)
 		}
 		_ = c.discard(min(it.size, 1<<20))
+	})
+}
+
+// FuzzWatchLine feeds arbitrary lines to the parser of watch mutations
+// deletions: it must not panic, and a key it accepts is one the meta
+// protocol takes (no space or control byte unless base64 with b, at most
+// memcached's longest key once decoded).
+func FuzzWatchLine(f *testing.F) {
+	for _, s := range []string{
+		"ts=1795656778.71856 gid=2 type=item_store key=foo status=stored cmd=set ttl=0 clsid=1 cfd=29 size=3",
+		"ts=1795656778.171161 gid=4 type=item_store key=%00bin%201%0D%0A%FF status=stored cmd=set ttl=0 clsid=1 cfd=29 size=1",
+		"ts=1795656778.424445 gid=9 type=deleted key=%00bin%201%0D%0A%FF cmd=md clsid=1 size=1",
+		"ts=1 gid=5 type=item_store key=foo status=not_stored cmd=add ttl=0 clsid=1 cfd=29 size=1",
+		"skipped=12",
+		"OK",
+		"type=deleted key=%2",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ev, err := parseWatchLine(line)
+		if err != nil || (ev.kind != watchStored && ev.kind != watchDeleted) {
+			if err == nil && ev.kind == watchSkipped && ev.skipped < 0 {
+				t.Fatalf("parseWatchLine(%q) lost %d events", line, ev.skipped)
+			}
+			return
+		}
+		raw := []byte(ev.key.key)
+		if ev.key.binary {
+			var derr error
+			if raw, derr = base64.StdEncoding.DecodeString(ev.key.key); derr != nil {
+				t.Fatalf("parseWatchLine(%q) gave binary key %q, not base64: %v", line, ev.key.key, derr)
+			}
+		} else if strings.ContainsFunc(ev.key.key, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("parseWatchLine(%q) gave key %q, which the meta protocol would split", line, ev.key.key)
+		}
+		if len(raw) == 0 || len(raw) > maxKeyLength {
+			t.Fatalf("parseWatchLine(%q) gave a key of %d bytes", line, len(raw))
+		}
 	})
 }
 

@@ -10,6 +10,10 @@
 // is never overwritten. Every ms goes whole or not at all: a copy cut
 // short leaves both sides valid.
 //
+// A source that leaves (Replaced, Removed) has its writes forwarded from
+// before the dump until its memcached stops (forward.go): clients that
+// keep their connections write to it until then.
+//
 // Two agents follow the same status; a lock item on the source (ms in add
 // mode, with a TTL the holder renews) lets one of them copy while the
 // other waits, and takes over if the holder dies.
@@ -93,6 +97,10 @@ type Options struct {
 	Settle time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// ForwardKeys bounds the keys a leaving source logged as written and
+	// the forwarder has not handed on yet (10,000: about 3.4 MB at
+	// memcached's longest keys); the rest are dropped and counted.
+	ForwardKeys int
 
 	// beforeGet, in tests, runs before each batch is read from the
 	// source.
@@ -103,6 +111,11 @@ type Options struct {
 	// beforeRemove, in tests, runs before an item is deleted from the
 	// source.
 	beforeRemove func(key string)
+	// noForward, in tests, forwards no mutation, to show what forwarding
+	// prevents.
+	noForward bool
+	// afterForward, in tests, is told a forwarder's counts once it ends.
+	afterForward func(*forwardCounts)
 }
 
 func (o Options) withDefaults() Options {
@@ -129,6 +142,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ForwardKeys == 0 {
+		o.ForwardKeys = 10000
 	}
 	return o
 }
@@ -541,6 +557,10 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	}()
 	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet,
 		remove: h.Reason == v1alpha1.HandoffGrown && !r.opts.keepGrown, beforeRemove: r.opts.beforeRemove}
+	// A leaving source's writes are forwarded from before the dump until
+	// it stops (forward.go): watching starts here, so that every write it
+	// takes after the copy reads a key is logged.
+	fw, fwDone := r.forward(ctx, log, cp, leaving)
 	err := cp.run(copyCtx, r.opts.Retries)
 	stopCopy(nil)
 	wg.Wait()
@@ -593,6 +613,43 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		release()
 		r.failed(ctx, log, h, start, cnt, err)
 	}
+	if fw == nil {
+		return
+	}
+	if err != nil {
+		// No copy to keep up to date: failed, cancelled, or another
+		// agent's now.
+		fw.stop()
+	}
+	<-fwDone
+	r.observer.Handed(fw.counts.stored.Load(), fw.counts.bytes.Load())
+	log.Info("forwarded the source's writes until it stopped", fw.logValues()...)
+	if r.opts.afterForward != nil {
+		r.opts.afterForward(&fw.counts)
+	}
+}
+
+// forward starts forwarding a leaving source's writes (forward.go), on
+// ctx: the hand-off's, so that it outlives the bulk copy and its done
+// marker, and ends with the entry. A source that will not be watched
+// (started with -W, or with too many watchers) is copied without: the
+// writes it takes after the copy reads their keys are not handed on, as
+// before forwarding.
+func (r *Runner) forward(ctx context.Context, log *slog.Logger, cp *copier, leaving bool) (*forwarder, <-chan struct{}) {
+	if !leaving || r.opts.noForward {
+		return nil, nil
+	}
+	fw, err := startForward(ctx, cp, r.opts.ForwardKeys, log)
+	if err != nil {
+		log.Warn("could not watch the source's writes: those it takes after the copy reads their keys will not be handed on", "error", err)
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fw.run(ctx)
+	}()
+	return fw, done
 }
 
 // failed reports a copy that failed.

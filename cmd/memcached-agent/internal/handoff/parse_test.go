@@ -1,6 +1,8 @@
 package handoff
 
 import (
+	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,5 +72,49 @@ func TestTTLToken(t *testing.T) {
 		if got := ttlToken(d); got != want {
 			t.Errorf("ttlToken(%s) = %s, want %s", d, got, want)
 		}
+	}
+}
+
+// TestParseWatchLine reads the lines of watch mutations deletions, as
+// memcached 1.6.45 wrote them for these commands: keys URI-encoded, a
+// binary key raw under its encoding (given base64 back, with b).
+func TestParseWatchLine(t *testing.T) {
+	bin := base64.StdEncoding.EncodeToString([]byte("\x00bin 1\r\n\xff"))
+	tests := []struct {
+		name    string
+		line    string
+		want    watchEvent
+		wantErr bool
+	}{
+		{name: "set", line: "ts=1795656778.71856 gid=2 type=item_store key=foo status=stored cmd=set ttl=0 clsid=1 cfd=29 size=3",
+			want: watchEvent{kind: watchStored, key: dumpKey{key: "foo"}}},
+		{name: "ms of an encoded key", line: "ts=1795656778.120955 gid=3 type=item_store key=a%25b~c status=stored cmd=set ttl=100 clsid=1 cfd=29 size=2",
+			want: watchEvent{kind: watchStored, key: dumpKey{key: "a%b~c"}}},
+		{name: "binary key", line: "ts=1795656778.171161 gid=4 type=item_store key=%00bin%201%0D%0A%FF status=stored cmd=set ttl=0 clsid=1 cfd=29 size=1",
+			want: watchEvent{kind: watchStored, key: dumpKey{key: bin, binary: true}}},
+		{name: "an add that did not store", line: "ts=1795656778.221373 gid=5 type=item_store key=foo status=not_stored cmd=add ttl=0 clsid=1 cfd=29 size=1",
+			want: watchEvent{kind: watchOther}},
+		{name: "append", line: "ts=1795656778.271636 gid=6 type=item_store key=foo status=stored cmd=append ttl=0 clsid=1 cfd=29 size=4",
+			want: watchEvent{kind: watchStored, key: dumpKey{key: "foo"}}},
+		{name: "md", line: "ts=1795656778.321839 gid=7 type=deleted key=foo cmd=md clsid=1 size=4",
+			want: watchEvent{kind: watchDeleted, key: dumpKey{key: "foo"}}},
+		{name: "delete of a binary key", line: "ts=1795656778.424445 gid=9 type=deleted key=%00bin%201%0D%0A%FF cmd=md clsid=1 size=1",
+			want: watchEvent{kind: watchDeleted, key: dumpKey{key: bin, binary: true}}},
+		{name: "the watch's OK", line: "OK", want: watchEvent{kind: watchOther}},
+		{name: "another type", line: "ts=1 gid=1 type=item_get key=foo status=found clsid=1 cfd=2 size=3", want: watchEvent{kind: watchOther}},
+		{name: "events lost", line: "skipped=12", want: watchEvent{kind: watchSkipped, skipped: 12}},
+		{name: "events lost, not a number", line: "skipped=x", wantErr: true},
+		{name: "a cut escape", line: "ts=1 gid=1 type=deleted key=foo%2 cmd=md clsid=1 size=1", wantErr: true},
+		{name: "a bad escape", line: "ts=1 gid=1 type=deleted key=%zz cmd=md clsid=1 size=1", wantErr: true},
+		{name: "no key", line: "ts=1 gid=1 type=deleted cmd=md clsid=1 size=1", wantErr: true},
+		{name: "a key too long", line: "ts=1 gid=1 type=deleted key=" + strings.Repeat("k", 251) + " cmd=md", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseWatchLine([]byte(tt.line))
+			if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
+				t.Errorf("parseWatchLine(%q) = %+v, %v; want %+v, error %v", tt.line, got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }
