@@ -128,8 +128,9 @@ func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 		if err != nil {
 			continue
 		}
+		ip = ip.Unmap() // ::ffff:a.b.c.d is an IPv4 address, written as one
 		family := discoveryv1.AddressTypeIPv4
-		if ip.Is6() && !ip.Is4In6() {
+		if ip.Is6() {
 			family = discoveryv1.AddressTypeIPv6
 		}
 		ep.Addresses = []string{ip.String()}
@@ -146,17 +147,31 @@ func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 		m.Labels = childLabels(d.p.Name)
 		m.Labels[discoveryv1.LabelServiceName] = meta.Name
 		m.Labels[discoveryv1.LabelManagedBy] = slicesManagedBy
-		out = append(out, discoveryv1.EndpointSlice{
+		out = append(out, endpointSlice{
 			TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 			ObjectMeta:  m,
 			AddressType: family,
-			Endpoints:   append([]discoveryv1.Endpoint{}, eps...),
+			Endpoints:   eps,
 			Ports: []discoveryv1.EndpointPort{{
 				Name: ptr("memcached"), Port: ptr(int32(Port)), Protocol: ptr(corev1.ProtocolTCP),
 			}},
 		})
 	}
 	return out
+}
+
+// endpointSlice is discoveryv1.EndpointSlice with endpoints left out when
+// there are none. An API server returns an empty list as null (before
+// the default of kubernetes/kubernetes#136109), which Metacontroller's
+// merge would see differ from an answered [] and update on every sync;
+// a key left out it leaves alone, and its three-way merge still clears
+// the endpoints it applied before.
+type endpointSlice struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	AddressType       discoveryv1.AddressType    `json:"addressType"`
+	Endpoints         []discoveryv1.Endpoint     `json:"endpoints,omitempty"`
+	Ports             []discoveryv1.EndpointPort `json:"ports"`
 }
 
 // sliceName is the EndpointSlice of a family: NAME-slots, NAME-slots-ipv6.

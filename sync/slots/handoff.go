@@ -144,7 +144,12 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 // each source three times, and the items of slots that served late
 // would be missed by the earlier passes). Until then the entry is
 // listed without To, and nothing is copied; the added slots' keys miss
-// meanwhile, as they would without keepWarm.
+// meanwhile, as they would without keepWarm. The cost of waiting: a key
+// of an added slot deleted or expired on its source while the last added
+// Pod was starting is still there for the copy, which brings its older
+// value back onto the added slot (add mode keeps a newer one that
+// clients wrote there). The wait is as long as the slowest added Pod
+// takes to turn Ready, seconds when images are cached.
 //
 // Several scale-ups before a plan ends are one plan: the first added
 // slot is the lowest of them (a Pod's unfinished entry keeps its Slot),
