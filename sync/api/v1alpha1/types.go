@@ -242,8 +242,10 @@ type RolloutSpec struct {
 	// stableNames, 40: dskit's DNS lookup period (30 s, Mimir, Loki,
 	// Tempo), more than Thanos' (10 s), plus the cluster DNS's TTL (5 s)
 	// and a margin. Set it to your clients' lookup period plus the TTL.
-	// With keepWarm, a leaving Pod serves for this long more than
-	// handoffSeconds.
+	// When it is set, or stableNames is on, a leaving Pod with keepWarm
+	// serves for this long more than handoffSeconds; the default 2 s comes
+	// out of handoffSeconds, so that a Memcached that sets neither keeps
+	// its Pod template.
 	// +optional
 	ClientMoveSeconds *int32 `json:"clientMoveSeconds,omitempty"`
 }
