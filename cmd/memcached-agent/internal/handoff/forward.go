@@ -423,33 +423,39 @@ func markKey(now time.Time) string {
 // catchUp waits, at most wait, until the forwarder handed on every key
 // the source logged before catchUp began, so that the done marker, which
 // lets the source's memcached stop within a second, does not cut off the
-// writes still queued: it stores a mark on the source through c, and
-// when the watch brings it back, every earlier event is in pending, in
-// order; the forwarder is caught up once it finished that many keys. It
-// tells whether it caught up; it never fails the hand-off.
+// writes still queued. It stores a mark on the source through c and
+// waits for the watch to bring it back, twice: memcached's logger thread
+// gathers each worker thread's lines in turn, so a line another thread
+// logged before the first mark may follow it in the same pass, but not a
+// second mark stored once the first came back. By then every earlier
+// event is in pending, in order, and the forwarder is caught up once it
+// finished that many keys. It tells whether it caught up; it never fails
+// the hand-off.
 func (f *forwarder) catchUp(c *conn, wait time.Duration) (bool, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	key := markKey(time.Now())
-	f.mu.Lock()
-	f.mark, f.marked = key, make(chan int64, 1)
-	marked := f.marked
-	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.mark = ""
 		f.mu.Unlock()
 	}()
-	if ok, err := c.store(key, []byte("1"), "T60"); err != nil || !ok {
-		return false, err
-	}
 	var n int64
-	select {
-	case n = <-marked:
-	case <-f.ended:
-		return false, nil
-	case <-deadline.C:
-		return false, nil
+	for range 2 {
+		key := markKey(time.Now())
+		marked := make(chan int64, 1)
+		f.mu.Lock()
+		f.mark, f.marked = key, marked
+		f.mu.Unlock()
+		if ok, err := c.store(key, []byte("1"), "T60"); err != nil || !ok {
+			return false, err
+		}
+		select {
+		case n = <-marked:
+		case <-f.ended:
+			return false, nil
+		case <-deadline.C:
+			return false, nil
+		}
 	}
 	poll := time.NewTicker(5 * time.Millisecond)
 	defer poll.Stop()
