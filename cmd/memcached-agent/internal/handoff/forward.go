@@ -30,9 +30,12 @@ import (
 // deleted from then on is handed on again: read from the source (mg) and
 // written to where the bulk copy sends that key in set mode (it is newer
 // than anything the copy put there, or than what it read), or, when the
-// last event was a deletion, deleted there. It runs while the bulk copy
-// runs (so that what piles up is bounded by the lag, not by the copy's
-// length) and after the done marker, which it never holds up, until the
+// last event was a deletion or the source no longer holds it, deleted
+// there. Keys deleted there while the copy runs are checked again once it
+// ends (copyEnded): the copy reads ahead, and its add may land after the
+// deletion. It runs while the bulk copy runs (so that what piles up is
+// bounded by the lag, not by the copy's length) and after the done
+// marker, which waits for it at most maxCatchUp (catchUp), until the
 // source's memcached closes the watch (it stopped), the hand-off's entry
 // leaves the status, or maxForward passes.
 //
@@ -45,7 +48,9 @@ import (
 // older value from the source, and the forwarder's set lands after it;
 // the successor keeps the older value. Both writers wrote the key within
 // the forwarder's lag, as two clients racing on one key would without a
-// hand-off.
+// hand-off. A forwarded deletion (or a recheck after the copy) may
+// likewise delete a value a moved client wrote: a miss, never a value
+// older than the last one written.
 //
 // What memcached does not log is not forwarded: incr, decr and touch
 // (memcached 1.6.45 logs stores and deletions only). A watcher that falls
