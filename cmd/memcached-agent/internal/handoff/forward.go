@@ -6,11 +6,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // The forwarder closes the window the bulk copy leaves open for clients
@@ -27,9 +30,12 @@ import (
 // deleted from then on is handed on again: read from the source (mg) and
 // written to where the bulk copy sends that key in set mode (it is newer
 // than anything the copy put there, or than what it read), or, when the
-// last event was a deletion, deleted there. It runs while the bulk copy
-// runs (so that what piles up is bounded by the lag, not by the copy's
-// length) and after the done marker, which it never holds up, until the
+// last event was a deletion or the source no longer holds it, deleted
+// there. Keys deleted there while the copy runs are checked again once it
+// ends (copyEnded): the copy reads ahead, and its add may land after the
+// deletion. It runs while the bulk copy runs (so that what piles up is
+// bounded by the lag, not by the copy's length) and after the done
+// marker, which waits for it at most maxCatchUp (catchUp), until the
 // source's memcached closes the watch (it stopped), the hand-off's entry
 // leaves the status, or maxForward passes.
 //
@@ -42,7 +48,9 @@ import (
 // older value from the source, and the forwarder's set lands after it;
 // the successor keeps the older value. Both writers wrote the key within
 // the forwarder's lag, as two clients racing on one key would without a
-// hand-off.
+// hand-off. A forwarded deletion (or a recheck after the copy) may
+// likewise delete a value a moved client wrote: a miss, never a value
+// older than the last one written.
 //
 // What memcached does not log is not forwarded: incr, decr and touch
 // (memcached 1.6.45 logs stores and deletions only). A watcher that falls
@@ -65,6 +73,12 @@ const (
 	watchDeleted
 	// watchSkipped is memcached telling the watcher it lost n events.
 	watchSkipped
+	// watchRecheck is no watch line: a key the forwarder deleted on its
+	// destination while the bulk copy ran, queued again when the copy
+	// ends (forwarder.copyEnded). Its destination loses it unless the
+	// source holds it again (a store since, logged and forwarded in its
+	// turn).
+	watchRecheck
 )
 
 // watchEvent is one parsed watch line: the key as the meta protocol
@@ -172,6 +186,10 @@ type pendingKeys struct {
 	max   int
 	order []dumpKey
 	last  map[dumpKey]watchKind
+	// added counts the keys ever put in order: take hands them out in
+	// that order, so once the forwarder finished n keys, it finished the
+	// first n added (forwarder.catchUp).
+	added int64
 	// wake has a value while keys wait.
 	wake chan struct{}
 }
@@ -180,7 +198,9 @@ func newPendingKeys(max int) *pendingKeys {
 	return &pendingKeys{max: max, last: map[dumpKey]watchKind{}, wake: make(chan struct{}, 1)}
 }
 
-// add records k's event; false when the set is full and k not in it.
+// add records k's event; false when the set is full and k not in it. A
+// recheck leaves a pending store or deletion as it is: either settles
+// the key on the destination from the source's state after the copy.
 func (p *pendingKeys) add(k dumpKey, kind watchKind) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -189,6 +209,9 @@ func (p *pendingKeys) add(k dumpKey, kind watchKind) bool {
 			return false
 		}
 		p.order = append(p.order, k)
+		p.added++
+	} else if kind == watchRecheck {
+		return true
 	}
 	p.last[k] = kind
 	select {
@@ -224,12 +247,13 @@ func (p *pendingKeys) len() int {
 // forwardCounts are a forwarder's.
 type forwardCounts struct {
 	// stored and bytes were written to a destination; deleted, deleted
-	// there; gone were no longer on the source when read (deleted or
-	// evicted since: a deletion event follows, or nothing is newer);
-	// homeless had no destination.
+	// there (forwarded deletions, and keys the source no longer held
+	// when read); gone were no longer on the source when read (deleted or
+	// evicted since); homeless had no destination.
 	stored, bytes, deleted, gone, homeless atomic.Int64
-	// dropped overflowed the pending keys; lost, memcached's skipped
-	// events and the keys pending when the source closed.
+	// dropped overflowed the pending keys (or the keys to check again
+	// after the copy); lost, memcached's skipped events, the keys whose
+	// forwarding failed and the keys pending when the source closed.
 	dropped, lost atomic.Int64
 }
 
@@ -250,6 +274,30 @@ type forwarder struct {
 	closed chan struct{}
 	// watchErr is why it ended.
 	watchErr error
+	// ended is closed when run returns.
+	ended chan struct{}
+	// finished counts the keys run took and is done with (forwarded,
+	// failed or homeless), for catchUp.
+	finished atomic.Int64
+
+	// src is run's connection to the source, nil until dialled and
+	// after it failed or lost its place in the stream.
+	src *conn
+
+	mu sync.Mutex
+	// copying holds until copyEnded: while the bulk copy runs, a key
+	// the forwarder deletes on a destination may still be in its
+	// read-ahead (read from the source, not yet written), and the copy's
+	// add would put the deleted value back. Those keys are kept in
+	// recheck (at most pending.max; counted dropped past that) and queued
+	// again when it ends.
+	copying bool
+	recheck map[dumpKey]bool
+	// mark is the key catchUp stores on the source to find where the
+	// watch stream stood; marked takes the number of keys added to
+	// pending when the reader met it.
+	mark   string
+	marked chan int64
 }
 
 // errNoWatch is a source that refused `watch` (-W, too many watchers):
@@ -273,7 +321,8 @@ func startForward(ctx context.Context, cp *copier, maxKeys int, log *slog.Logger
 		return nil, fmt.Errorf("%w: %s answered %q", errNoWatch, cp.source, answer)
 	}
 	f := &forwarder{source: cp.source, route: cp.route, dial: cp.dial, timeout: cp.timeout, now: cp.now, log: log,
-		pending: newPendingKeys(maxKeys), watch: c, closed: make(chan struct{})}
+		pending: newPendingKeys(maxKeys), watch: c, closed: make(chan struct{}), ended: make(chan struct{}),
+		copying: true, recheck: map[dumpKey]bool{}}
 	go f.read()
 	return f, nil
 }
@@ -302,6 +351,9 @@ func (f *forwarder) read() {
 			f.counts.lost.Add(ev.skipped)
 		case watchStored, watchDeleted:
 			if ev.key.reserved() {
+				if ev.kind == watchStored {
+					f.sawMark(ev.key)
+				}
 				continue
 			}
 			if !f.pending.add(ev.key, ev.kind) {
@@ -311,16 +363,124 @@ func (f *forwarder) read() {
 	}
 }
 
+// sawMark tells catchUp, when k is its mark, how many keys were added to
+// pending by then: every event logged before the mark's store.
+func (f *forwarder) sawMark(k dumpKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.mark == "" || k.key != f.mark {
+		return
+	}
+	f.mark = ""
+	f.pending.mu.Lock()
+	n := f.pending.added
+	f.pending.mu.Unlock()
+	f.marked <- n
+}
+
 // stop ends the watch.
 func (f *forwarder) stop() {
 	f.watch.close()
 	<-f.closed
 }
 
+// copyEnded is told that the bulk copy wrote its last item: the keys
+// deleted on a destination meanwhile are queued again (watchRecheck), so
+// that a deletion the copy undid is applied after it.
+func (f *forwarder) copyEnded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.copying = false
+	for k := range f.recheck {
+		if !f.pending.add(k, watchRecheck) {
+			f.counts.dropped.Add(1)
+		}
+	}
+	f.recheck = nil
+}
+
+// deletedThere notes a key the forwarder deleted on its destination.
+func (f *forwarder) deletedThere(k dumpKey) {
+	f.counts.deleted.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.copying || f.recheck[k] {
+		return
+	}
+	if len(f.recheck) >= f.pending.max {
+		f.counts.dropped.Add(1)
+		return
+	}
+	f.recheck[k] = true
+}
+
+// maxCatchUp bounds how long the done marker waits for the forwarder to
+// hand on what the source logged before the copy ended (catchUp): a
+// forwarder that falls behind must not hold the source's stop up.
+const maxCatchUp = 2 * time.Second
+
+// markKey is catchUp's mark: a reserved key (never copied nor
+// forwarded), of this forwarder alone.
+func markKey(now time.Time) string {
+	return contract.ReservedKeyPrefix + "handoff/forwarded-" + strconv.FormatInt(now.UnixNano(), 36)
+}
+
+// catchUp waits, at most wait, until the forwarder handed on every key
+// the source logged before catchUp began, so that the done marker, which
+// lets the source's memcached stop within a second, does not cut off the
+// writes still queued. It stores a mark on the source through c and
+// waits for the watch to bring it back, twice: memcached's logger thread
+// gathers each worker thread's lines in turn, so a line another thread
+// logged before the first mark may follow it in the same pass, but not a
+// second mark stored once the first came back. By then every earlier
+// event is in pending, in order, and the forwarder is caught up once it
+// finished that many keys. It tells whether it caught up; it never fails
+// the hand-off.
+func (f *forwarder) catchUp(c *conn, wait time.Duration) (bool, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	defer func() {
+		f.mu.Lock()
+		f.mark = ""
+		f.mu.Unlock()
+	}()
+	var n int64
+	for range 2 {
+		key := markKey(time.Now())
+		marked := make(chan int64, 1)
+		f.mu.Lock()
+		f.mark, f.marked = key, marked
+		f.mu.Unlock()
+		if ok, err := c.store(key, []byte("1"), "T60"); err != nil || !ok {
+			return false, err
+		}
+		select {
+		case n = <-marked:
+		case <-f.ended:
+			return false, nil
+		case <-deadline.C:
+			return false, nil
+		}
+	}
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for f.finished.Load() < n {
+		select {
+		case <-poll.C:
+		case <-f.ended:
+			return false, nil
+		case <-deadline.C:
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // run forwards the pending keys until the watch ends and the keys logged
 // before its end are forwarded, ctx ends or maxForward passes. A source
 // that no longer answers ends it too: it stopped.
 func (f *forwarder) run(ctx context.Context) {
+	defer close(f.ended)
 	ctx, cancel := context.WithTimeout(ctx, maxForward)
 	defer cancel()
 	go func() {
@@ -330,11 +490,11 @@ func (f *forwarder) run(ctx context.Context) {
 		case <-f.closed:
 		}
 	}()
-	var src *conn
 	dests := map[string]*conn{}
 	defer func() {
-		if src != nil {
-			src.close()
+		if f.src != nil {
+			f.src.close()
+			f.src = nil
 		}
 		for _, d := range dests {
 			d.close()
@@ -359,28 +519,21 @@ func (f *forwarder) run(ctx context.Context) {
 			f.counts.lost.Add(1 + int64(f.pending.len()))
 			return
 		}
-		var err error
-		if src == nil {
-			if src, err = dial(ctx, f.dial, f.source, f.timeout, getBufs); err != nil {
+		if f.src == nil {
+			var err error
+			if f.src, err = dial(ctx, f.dial, f.source, f.timeout, getBufs); err != nil {
 				f.gone(k, err)
 				return
 			}
 		}
-		if err := f.forward(ctx, src, dests, k, kind); err != nil {
-			var ce *connError
-			if errors.As(err, &ce) && ce.addr == f.source {
-				f.gone(k, err)
-				return
-			}
-			// A destination that failed: this key is lost, the others
-			// may yet go.
+		if err := f.forward(ctx, dests, k, kind); err != nil {
+			// This key is lost; forward closed the connection that
+			// failed, and the next key dials it again: a source that
+			// stopped refuses, and forwarding ends there.
 			f.counts.lost.Add(1)
 			f.log.Debug("could not forward a mutation", "key", k.key, "error", err)
-			if d, ok := dests[destAddr(err)]; ok {
-				d.close()
-				delete(dests, destAddr(err))
-			}
 		}
+		f.finished.Add(1)
 	}
 }
 
@@ -390,21 +543,35 @@ func (f *forwarder) gone(k dumpKey, err error) {
 	f.log.Debug("the source no longer answers: forwarding ends", "key", k.key, "error", err)
 }
 
-func destAddr(err error) string {
-	var ce *connError
-	if errors.As(err, &ce) {
-		return ce.addr
+// errWriter passes writes on and keeps the first error, so that a copy
+// between two connections tells which one failed.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
 	}
-	var pe *protocolError
-	if errors.As(err, &pe) {
-		return pe.addr
-	}
-	return ""
+	return n, err
 }
 
 // forward hands one key on: deleted where its last event deleted it,
-// else its current item from the source, written in set mode.
-func (f *forwarder) forward(ctx context.Context, src *conn, dests map[string]*conn, k dumpKey, kind watchKind) error {
+// else its current item from the source, written in set mode, or, if the
+// source no longer holds it, deleted there too. A recheck deletes it
+// there unless the source holds it.
+//
+// Deleting where the source lost a key may delete a value a client that
+// moved wrote to the successor since: the successor then misses the key
+// (the client reads it again from its origin), where keeping it could
+// serve a value the source's clients deleted after it was copied.
+//
+// A connection that fails, or whose answers no longer make sense, is
+// closed: the destination's is dropped from dests, the source's (f.src)
+// set to nil, so that the next key finds both in step.
+func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpKey, kind watchKind) error {
 	to, ok := f.route(k.key)
 	if !ok {
 		f.counts.homeless.Add(1)
@@ -418,65 +585,101 @@ func (f *forwarder) forward(ctx context.Context, src *conn, dests map[string]*co
 		}
 		dests[to.addr] = d
 	}
+	destFailed := func(err error) error {
+		d.close()
+		delete(dests, to.addr)
+		return d.fail(err)
+	}
+	src := f.src
+	srcFailed := func(err error) error {
+		src.close()
+		f.src = nil
+		return fmt.Errorf("the source: %w", src.fail(err))
+	}
 	b := ""
 	if k.binary {
 		b = " b"
 	}
-	if kind == watchDeleted {
+	del := func() error {
 		answer, err := d.do("md "+k.key+b, nil)
 		switch {
 		case err != nil:
-			return err
+			return destFailed(err)
 		case answer == "HD" || answer == "NF":
-			f.counts.deleted.Add(1)
+			f.deletedThere(k)
 			return nil
 		}
-		return &protocolError{addr: d.addr, msg: fmt.Sprintf("md %s answered %q", k.key, answer)}
+		return destFailed(&protocolError{addr: d.addr, msg: fmt.Sprintf("md %s answered %q", k.key, answer)})
+	}
+	switch kind {
+	case watchDeleted:
+		return del()
+	case watchRecheck:
+		answer, err := src.do("mg "+k.key+b, nil)
+		switch {
+		case err != nil:
+			return srcFailed(err)
+		case answer == "EN":
+			return del()
+		case answer == "HD":
+			// Stored again since: that store was logged, and is
+			// forwarded in its turn.
+			return nil
+		}
+		return srcFailed(&protocolError{addr: src.addr, msg: fmt.Sprintf("mg %s answered %q", k.key, answer)})
 	}
 	src.w.WriteString("mg " + k.key + b + " k v f t\r\n")
 	if err := src.flush(); err != nil {
-		return err
+		return srcFailed(err)
 	}
 	it, err := readItem(src, k)
 	if err != nil {
-		return err
+		return srcFailed(err)
 	}
 	if it == nil {
 		f.counts.gone.Add(1)
-		return nil
+		return del()
 	}
 	ttl, live := remainingTTL(it.ttl, f.now())
 	if !live {
 		f.counts.gone.Add(1)
-		return src.discard(it.size)
+		if err := src.discard(it.size); err != nil {
+			return srcFailed(err)
+		}
+		return del()
 	}
 	header := fmt.Sprintf("ms %s %d%s T%d F%s\r\n", k.key, it.size, b, ttl, it.flags)
 	d.nc.SetWriteDeadline(time.Now().Add(f.timeout + bytesTime(it.size)))
 	d.w.WriteString(header)
-	if err := src.copyValue(d.w, it.size); err != nil {
-		// The destination's connection holds a cut ms: closed, and
-		// memcached drops it.
-		d.close()
-		delete(dests, to.addr)
-		return src.fail(err)
+	dw := &errWriter{w: d.w}
+	if err := src.copyValue(dw, it.size); err != nil {
+		// Both connections stopped mid-value: the destination's holds a
+		// cut ms (closed, memcached drops it), the source's the rest of
+		// the value.
+		src.close()
+		f.src = nil
+		if dw.err != nil {
+			return destFailed(dw.err)
+		}
+		return srcFailed(err)
 	}
 	d.w.WriteString("\r\n")
 	if err := d.flush(); err != nil {
-		return err
+		return destFailed(err)
 	}
 	answer, err := d.line()
 	switch {
 	case err != nil:
-		return err
+		return destFailed(err)
 	case string(answer) == "HD":
 		f.counts.stored.Add(1)
 		f.counts.bytes.Add(it.size)
 		return nil
 	case bytes.HasPrefix(answer, []byte("SERVER_ERROR ")):
-		f.counts.lost.Add(1)
-		return nil
+		// Refused (too large, out of memory): counted lost by run.
+		return fmt.Errorf("%s: ms %s answered %q", d.addr, k.key, answer)
 	}
-	return &protocolError{addr: d.addr, msg: fmt.Sprintf("ms %s answered %q", k.key, answer)}
+	return destFailed(&protocolError{addr: d.addr, msg: fmt.Sprintf("ms %s answered %q", k.key, answer)})
 }
 
 // logValues are the counts, for the log.

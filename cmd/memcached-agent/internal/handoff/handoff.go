@@ -570,6 +570,21 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	// The marker comes before the lock goes: the agent that waits sees
 	// one or the other.
 	done := progress(v1alpha1.HandoffDone, cnt, took, summary(cnt))
+	if err == nil && fw != nil {
+		// The copy is over: deletions it may have undone are applied
+		// again, and the done marker, which lets the source stop within
+		// a second, waits (up to maxCatchUp) for the writes the source
+		// logged before now to be handed on.
+		fw.copyEnded()
+		var caught bool
+		cerr := control(func(c *conn) (err error) {
+			caught, err = fw.catchUp(c, maxCatchUp)
+			return err
+		})
+		if cerr != nil || !caught {
+			log.Debug("setting the done marker before the forwarder caught up", "pending", fw.pending.len(), "error", cerr)
+		}
+	}
 	if err == nil {
 		err = control(func(c *conn) error { return markFinished(c, id, leaving, done) })
 		if err != nil {
