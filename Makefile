@@ -52,8 +52,14 @@ image: ## build the image (the hook and the agent) with docker (IMAGE=REGISTRY/m
 
 .PHONY: test
 test: vet verify-generate test-tools ## run every test
-	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -count=1 ./...
+	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# TEST_PACKAGES is how many test packages run at once: the long suites
+# (test/handoff, test/e2e, test/memcached, test/integration) wait on
+# processes more than they compute, and two at a time (GOMAXPROCS on CI's
+# two cores, go test's default) left the cores idle for minutes.
+TEST_PACKAGES ?= 4
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.
 FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \
