@@ -58,8 +58,9 @@ test: vet verify-generate test-tools ## run every test
 # TEST_PACKAGES is how many test packages run at once: the long suites
 # (test/handoff, test/e2e, test/memcached, test/integration) wait on
 # processes more than they compute, and two at a time (GOMAXPROCS on CI's
-# two cores, go test's default) left the cores idle for minutes.
-TEST_PACKAGES ?= 4
+# two cores, go test's default) left the cores idle for minutes. Four at
+# once loaded two cores enough to starve the hand-off measurements.
+TEST_PACKAGES ?= 3
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.
 FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -75,14 +74,15 @@ func TestGrowth(t *testing.T) {
 			// at least, so that the runs with and without keepWarm are
 			// measured over windows alike.
 			if !dataplane.WaitFor(60*time.Second, func() bool {
-				// The last report is read before the sync that ends its
-				// entry: the agent forgets it once the entry is gone.
+				// The reports are those the sync took in: the one that
+				// ends an entry carried its last report (the agent
+				// forgets it once the entry is gone).
+				st := k.publish()
 				for key, p := range k.reports() {
 					if pod, _, grown := strings.Cut(key, "_"); grown && strings.Count(key, "_") == 2 {
 						reports[pod] = &p
 					}
 				}
-				st := k.publish()
 				return !slices.ContainsFunc(st.Handoffs, func(h v1alpha1.Handoff) bool { return h.Reason == v1alpha1.HandoffGrown })
 			}) {
 				t.Fatalf("the Grown hand-offs did not end: %+v", k.c.Status().Handoffs)
@@ -230,20 +230,10 @@ func (k *cluster) grow(spec string, added []dataplane.Pod) {
 func (k *cluster) reports() map[string]v1alpha1.HandoffProgress {
 	k.t.Helper()
 	out := map[string]v1alpha1.HandoffProgress{}
-	for _, f := range k.reportFiles {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // none yet
-		}
-		var raw map[string]string
-		if err := json.Unmarshal(b, &raw); err != nil {
-			k.t.Fatalf("the agent's report file %s: %v", f, err)
-		}
-		for key, v := range raw {
-			var p v1alpha1.HandoffProgress
-			if json.Unmarshal([]byte(v), &p) == nil {
-				out[key] = p
-			}
+	for key, v := range k.reported {
+		var p v1alpha1.HandoffProgress
+		if json.Unmarshal([]byte(v), &p) == nil {
+			out[key] = p
 		}
 	}
 	return out

@@ -68,6 +68,9 @@ type cluster struct {
 	// with it.
 	observed []any
 	synced   func(st v1alpha1.MemcachedStatus)
+	// reported are the agents' reports the last publish carried into the
+	// status, by report key.
+	reported map[string]string
 }
 
 // newCluster starts size Pods of spec, the agent and, with proxyIP, the
@@ -146,6 +149,7 @@ func (k *cluster) publish() v1alpha1.MemcachedStatus {
 		}
 		maps.Copy(data, reports)
 	}
+	k.reported = data
 	k.c.Children = append([]any{map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": k.name + "-agent", "namespace": "default"},
