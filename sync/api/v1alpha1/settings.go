@@ -359,15 +359,22 @@ const MaxClientMoveSeconds = 600
 
 // proxyIntRule bounds an integer of spec.proxy.
 func proxyIntRule(name string, lo, hi int32, value func(*ProxySpec) *int32) Rule {
+	return intRule("proxy", func(s *MemcachedSpec) *ProxySpec { return s.Proxy }, name, lo, hi, value)
+}
+
+// intRule bounds an integer field name of a spec section (spec.SECTION),
+// which get returns (nil when left out).
+func intRule[S any](section string, get func(*MemcachedSpec) *S, name string, lo, hi int32, value func(*S) *int32) Rule {
 	return Rule{
-		On:      "spec.proxy." + name,
+		On:      "spec." + section + "." + name,
 		CEL:     fmt.Sprintf("self >= %d && self <= %d", lo, hi),
-		Message: fmt.Sprintf("proxy.%s must be from %d to %d", name, lo, hi),
+		Message: fmt.Sprintf("%s.%s must be from %d to %d", section, name, lo, hi),
 		Holds: func(m *Memcached) bool {
-			if m.Spec.Proxy == nil {
+			sec := get(&m.Spec)
+			if sec == nil {
 				return true
 			}
-			v := value(m.Spec.Proxy)
+			v := value(sec)
 			return v == nil || (*v >= lo && *v <= hi)
 		},
 	}
@@ -502,6 +509,8 @@ func serviceNameRule(feature, suffix string, on func(s *MemcachedSpec) bool) Rul
 	}
 }
 
+func rolloutOf(s *MemcachedSpec) *RolloutSpec { return s.Rollout }
+
 // Rules are the rules the schema's keywords cannot state, besides those of
 // the settings (Setting.Schema): mostly rules across fields.
 var Rules = func() []Rule {
@@ -526,23 +535,9 @@ var Rules = func() []Rule {
 			s := &m.Spec
 			return s.Rollout == nil || !s.Rollout.KeepWarm || (s.TLS == nil && s.Auth == nil)
 		},
-	}, {
-		On:      "spec.rollout.handoffSeconds",
-		CEL:     fmt.Sprintf("self >= %d && self <= %d", MinHandoffSeconds, MaxHandoffSeconds),
-		Message: fmt.Sprintf("rollout.handoffSeconds must be from %d to %d", MinHandoffSeconds, MaxHandoffSeconds),
-		Holds: func(m *Memcached) bool {
-			r := m.Spec.Rollout
-			return r == nil || r.HandoffSeconds == nil || (*r.HandoffSeconds >= MinHandoffSeconds && *r.HandoffSeconds <= MaxHandoffSeconds)
-		},
-	}, {
-		On:      "spec.rollout.clientMoveSeconds",
-		CEL:     fmt.Sprintf("self >= 0 && self <= %d", MaxClientMoveSeconds),
-		Message: fmt.Sprintf("rollout.clientMoveSeconds must be from 0 to %d", MaxClientMoveSeconds),
-		Holds: func(m *Memcached) bool {
-			r := m.Spec.Rollout
-			return r == nil || r.ClientMoveSeconds == nil || (*r.ClientMoveSeconds >= 0 && *r.ClientMoveSeconds <= MaxClientMoveSeconds)
-		},
 	},
+		intRule("rollout", rolloutOf, "handoffSeconds", MinHandoffSeconds, MaxHandoffSeconds, func(r *RolloutSpec) *int32 { return r.HandoffSeconds }),
+		intRule("rollout", rolloutOf, "clientMoveSeconds", 0, MaxClientMoveSeconds, func(r *RolloutSpec) *int32 { return r.ClientMoveSeconds }),
 		serviceNameRule("stableNames", SlotsSuffix, func(s *MemcachedSpec) bool { return s.StableNames != nil && s.StableNames.Enabled }),
 		{
 			On:      "spec",
