@@ -52,6 +52,15 @@ import (
 // likewise delete a value a moved client wrote: a miss, never a value
 // older than the last one written.
 //
+// The source stops while clients still write to it, so the forwarder
+// ends behind by whatever it had not read yet (a few milliseconds of
+// writes, more on a loaded machine): those keys' last writes died with
+// the source, and they are deleted on their destinations (gone, clear),
+// a miss rather than the copy's older value. A write memcached's logger
+// thread had not handed to the watch when memcached exited (its last
+// pass, a millisecond or so while writes come) is not known at all and
+// keeps what the successor holds.
+//
 // What memcached does not log is not forwarded: incr, decr and touch
 // (memcached 1.6.45 logs stores and deletions only). A watcher that falls
 // behind is told how many events it lost (skipped=N): counted, and those
@@ -255,6 +264,8 @@ type forwardCounts struct {
 	// after the copy); lost, memcached's skipped events, the keys whose
 	// forwarding failed and the keys pending when the source closed.
 	dropped, lost atomic.Int64
+	// cleared are lost keys deleted on their destination (clear).
+	cleared atomic.Int64
 }
 
 // forwarder hands on the mutations of a source that leaves.
@@ -525,7 +536,7 @@ func (f *forwarder) run(ctx context.Context) {
 		if f.src == nil {
 			var err error
 			if f.src, err = dial(ctx, f.dial, f.source, f.timeout, getBufs); err != nil {
-				f.gone(k, err)
+				f.gone(ctx, dests, k, err)
 				return
 			}
 		}
@@ -535,15 +546,76 @@ func (f *forwarder) run(ctx context.Context) {
 			// stopped refuses, and forwarding ends there.
 			f.counts.lost.Add(1)
 			f.log.Debug("could not forward a mutation", "key", k.key, "error", err)
+			f.clear(ctx, dests, k)
 		}
 		f.finished.Add(1)
 	}
 }
 
-// gone counts what is left when the source stopped answering.
-func (f *forwarder) gone(k dumpKey, err error) {
-	f.counts.lost.Add(1 + int64(f.pending.len()))
+// gone ends forwarding when the source stopped answering: the keys still
+// pending are lost (their last writes died with the source's memcached)
+// and cleared from their destinations. A client that keeps its connection
+// writes until the source stops, so on a loaded machine the forwarder is
+// behind by up to every key written in its last few milliseconds.
+func (f *forwarder) gone(ctx context.Context, dests map[string]*conn, k dumpKey, err error) {
 	f.log.Debug("the source no longer answers: forwarding ends", "key", k.key, "error", err)
+	for ok := true; ok; k, _, ok = f.pending.take() {
+		f.counts.lost.Add(1)
+		f.clear(ctx, dests, k)
+		f.finished.Add(1)
+	}
+}
+
+// clear deletes a lost key on its destination, which may hold an older
+// value of it (the bulk copy's, or an earlier forward's) that a client
+// would read as current: a miss instead, the same as the key evicted.
+// A destination that fails too leaves it (counted lost, not cleared).
+func (f *forwarder) clear(ctx context.Context, dests map[string]*conn, k dumpKey) {
+	to, ok := f.route(k.key)
+	if !ok {
+		return
+	}
+	d, err := f.destination(ctx, dests, to.addr)
+	if err == nil {
+		err = f.deleteThere(dests, d, k)
+	}
+	if err != nil {
+		f.log.Debug("could not clear a lost key on its destination", "key", k.key, "error", err)
+		return
+	}
+	f.counts.cleared.Add(1)
+}
+
+// destination is the open connection to addr, dialled if there is none.
+func (f *forwarder) destination(ctx context.Context, dests map[string]*conn, addr string) (*conn, error) {
+	if d, ok := dests[addr]; ok {
+		return d, nil
+	}
+	d, err := dial(ctx, f.dial, addr, f.timeout, destBufs)
+	if err != nil {
+		return nil, err
+	}
+	dests[addr] = d
+	return d, nil
+}
+
+// deleteThere deletes k on d (absent is as good); a connection that
+// fails, or answers out of step, is closed and dropped from dests.
+func (f *forwarder) deleteThere(dests map[string]*conn, d *conn, k dumpKey) error {
+	b := ""
+	if k.binary {
+		b = " b"
+	}
+	answer, err := d.do("md "+k.key+b, nil)
+	if err == nil && answer != "HD" && answer != "NF" {
+		err = &protocolError{addr: d.addr, msg: fmt.Sprintf("md %s answered %q", k.key, answer)}
+	}
+	if err != nil {
+		d.close()
+		delete(dests, d.addr)
+		return d.fail(err)
+	}
+	return nil
 }
 
 // errWriter passes writes on and keeps the first error, so that a copy
@@ -580,13 +652,9 @@ func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpK
 		f.counts.homeless.Add(1)
 		return nil
 	}
-	d, ok := dests[to.addr]
-	if !ok {
-		var err error
-		if d, err = dial(ctx, f.dial, to.addr, f.timeout, destBufs); err != nil {
-			return err
-		}
-		dests[to.addr] = d
+	d, err := f.destination(ctx, dests, to.addr)
+	if err != nil {
+		return err
 	}
 	destFailed := func(err error) error {
 		d.close()
@@ -604,15 +672,11 @@ func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpK
 		b = " b"
 	}
 	del := func() error {
-		answer, err := d.do("md "+k.key+b, nil)
-		switch {
-		case err != nil:
-			return destFailed(err)
-		case answer == "HD" || answer == "NF":
-			f.deletedThere(k)
-			return nil
+		if err := f.deleteThere(dests, d, k); err != nil {
+			return err
 		}
-		return destFailed(&protocolError{addr: d.addr, msg: fmt.Sprintf("md %s answered %q", k.key, answer)})
+		f.deletedThere(k)
+		return nil
 	}
 	switch kind {
 	case watchDeleted:
@@ -689,5 +753,5 @@ func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpK
 func (f *forwarder) logValues() []any {
 	c := &f.counts
 	return []any{"forwarded", c.stored.Load(), "forwarded_bytes", c.bytes.Load(), "forwarded_deletes", c.deleted.Load(),
-		"forward_gone", c.gone.Load(), "forward_homeless", c.homeless.Load(), "forward_dropped", c.dropped.Load(), "forward_lost", c.lost.Load()}
+		"forward_gone", c.gone.Load(), "forward_homeless", c.homeless.Load(), "forward_dropped", c.dropped.Load(), "forward_lost", c.lost.Load(), "forward_cleared", c.cleared.Load()}
 }
