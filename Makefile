@@ -51,9 +51,21 @@ image: ## build the image (the hook and the agent) with docker (IMAGE=REGISTRY/m
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 .PHONY: test
-test: vet verify-generate test-tools ## run every test
-	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 ./...
+test: ## run every test
+	$(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target vet verify-generate test-tools
+	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 $(LONG_SUITES) ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# TOOLS_JOBS is how many programs make test builds at once (and vets and
+# checks the generated files beside them). Each go build keeps both of CI's
+# cores busy most of the time, but not while it downloads modules, links
+# (one core), or runs a configure script: two at once filled those gaps.
+TOOLS_JOBS ?= 2
+
+# LONG_SUITES are the test packages that run longest, named first so that
+# go test starts them first: in package order the longest, test/handoff,
+# started last and ran alone for minutes at the end.
+LONG_SUITES := ./test/handoff ./test/memcached ./test/e2e ./test/integration
 
 # TEST_PACKAGES is how many test packages run at once: the long suites
 # (test/handoff, test/e2e, test/memcached, test/integration) wait on
@@ -138,9 +150,11 @@ bench: build ## benchmarks and a loopback load run: the ratios BENCHMARKS.md rec
 	@MEMCACHED_BENCH_REQUESTS=$(CACHE)/bench $(GO) test ./sync/memcached -run '^TestWriteBenchRequests$$' -count 1 >/dev/null
 	@echo; $(GO) run ./test/load -hook bin/memcached-hook -requests $(CACHE)/bench
 
+# vet and verify-generate build with $(RACE), as go test does, so that the
+# packages they compile are the ones go test then finds in the build cache.
 .PHONY: vet
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(RACE) ./...
 	GOWORK=off $(GO) -C test/clients/go vet ./...
 	@test -z "$$(gofmt -l cmd sync test)" || { echo "gofmt needed on:"; gofmt -l cmd sync test; exit 1; }
 
@@ -167,9 +181,9 @@ verify-generate: $(CONTROLLER_GEN) ## fail if the committed CRD, deep copies or 
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(API) output:object:stdout > $$tmp/deepcopy.go; \
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=$(API) output:crd:artifacts:config=$$tmp; \
-	$(GO) run ./cmd/apigen --crd $$tmp/$(notdir $(CRD)); \
+	$(GO) run $(RACE) ./cmd/apigen --crd $$tmp/$(notdir $(CRD)); \
 	cp $(API_README) $$tmp/README.md; \
-	$(GO) run ./cmd/apiref --crd $$tmp/$(notdir $(CRD)) --readme $$tmp/README.md; \
+	$(GO) run $(RACE) ./cmd/apiref --crd $$tmp/$(notdir $(CRD)) --readme $$tmp/README.md; \
 	diff -u $(DEEPCOPY) $$tmp/deepcopy.go && diff -u $(CRD) $$tmp/$(notdir $(CRD)) && diff -u $(API_README) $$tmp/README.md || { echo "generated files are stale: run make generate"; exit 1; }
 
 # ---- the Helm chart ------------------------------------------------------------

@@ -126,10 +126,17 @@ memcached:
 	  "$(if $(wildcard $(MEMCACHED_BIN)),using the $(MEMCACHED_BIN) built earlier,no $(MEMCACHED_BIN): tests that need memcached skip (fail under CI))" >&2
 endif
 
+# tools_apt_lock makes the recipe that starts with it wait for any other
+# that installs Debian packages (make test builds two tools at once, and a
+# second apt-get fails on the first one's lock), until its shell exits.
+TOOLS_APT_LOCK := $(abspath $(TOOLS_SRC_DIR)/../apt.lock)
+tools_apt_lock = mkdir -p $(dir $(TOOLS_APT_LOCK)) && exec 9>$(TOOLS_APT_LOCK) && { ! command -v flock >/dev/null || flock 9; }
+
 # tools_apt_install installs the Debian packages in $(1) that are not
 # installed yet (apt-get update first, as a fresh machine has no lists). It
 # does nothing where dpkg is absent (not Debian: install them by hand).
 define tools_apt_install
+$(tools_apt_lock); \
 if command -v dpkg-query >/dev/null; then \
   missing=; \
   for p in $(1); do \
@@ -214,7 +221,8 @@ DEBIAN_CLIENTS_DEB_DEPS := python3-pymemcache php-cli php-memcached
 
 .PHONY: debian-clients
 debian-clients: ## install the Debian clients the tests drive (python3-pymemcache, php-cli, php-memcached)
-	@if command -v dpkg-query >/dev/null; then \
+	@$(tools_apt_lock); \
+	if command -v dpkg-query >/dev/null; then \
 	  missing=; \
 	  for p in $(DEBIAN_CLIENTS_DEB_DEPS); do \
 	    [ "$$(dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null)" = installed ] || missing="$$missing $$p"; \
