@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
@@ -691,17 +692,11 @@ func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		report := time.NewTicker(r.opts.ReportEvery)
-		defer report.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-report.C:
-				r.handed(cnt)
-				r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
-			}
-		}
+		program.Every(ctx, r.opts.ReportEvery, func() bool {
+			r.handed(cnt)
+			r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
+			return true
+		})
 	}()
 
 	var c *conn
@@ -710,27 +705,21 @@ func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source 
 			c.close()
 		}
 	}()
-	renew := time.NewTicker(r.opts.LockTTL / 3)
-	defer renew.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-renew.C:
-			err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, 1, &c, func(c *conn) error {
-				return renewLock(c, r.opts.Self, r.opts.LockTTL)
-			})
-			switch {
-			case errors.Is(err, errLockLost):
-				stop(errLockLost)
-				return
-			case err != nil && ctx.Err() == nil:
-				// The copy's own connections tell whether the source is
-				// gone; the lock may yet be renewed.
-				log.Debug("could not renew the copy's lock", "error", err)
-			}
+	program.Every(ctx, r.opts.LockTTL/3, func() bool {
+		err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, 1, &c, func(c *conn) error {
+			return renewLock(c, r.opts.Self, r.opts.LockTTL)
+		})
+		switch {
+		case errors.Is(err, errLockLost):
+			stop(errLockLost)
+			return false
+		case err != nil && ctx.Err() == nil:
+			// The copy's own connections tell whether the source is
+			// gone; the lock may yet be renewed.
+			log.Debug("could not renew the copy's lock", "error", err)
 		}
-	}
+		return true
+	})
 }
 
 // handed tells the observer what was handed on since the last call.

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
@@ -108,20 +109,14 @@ func (w *Writer) Refuse(source string, err error) {
 // Run tries again, every RetryInterval until ctx ends, a write that
 // failed.
 func (w *Writer) Run(ctx context.Context) {
-	tick := time.NewTicker(RetryInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			w.mu.Lock()
-			if w.pending != nil {
-				w.flush()
-			}
-			w.mu.Unlock()
+	program.Every(ctx, RetryInterval, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.pending != nil {
+			w.flush()
 		}
-	}
+		return true
+	})
 }
 
 // flush puts w.pending in the file, unless it is there already; on
