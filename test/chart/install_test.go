@@ -22,7 +22,7 @@ const metacontrollerCRDs = "../integration/testdata/metacontroller-crds-v1.yaml"
 // and with it every Memcached).
 func TestChartInstallUpgradeUninstall(t *testing.T) {
 	helm := newHelm(t)
-	c := kube.Start(t)
+	c := kube.Start(t, kube.Options{})
 	kubectl := func(args ...string) string {
 		t.Helper()
 		stdout, stderr, err := c.Kubectl(args...)

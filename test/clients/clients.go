@@ -107,15 +107,9 @@ type Client struct {
 }
 
 // Start runs a client of kind with args (see Kind), stopping it when the
-// test ends.
-func Start(t testing.TB, kind Kind, args ...string) *Client {
-	t.Helper()
-	return StartWith(t, Options{}, kind, args...)
-}
-
-// StartWith is Start with opts: the client in a mount namespace of its
-// own, seeing opts.Hosts and opts.ResolvConf.
-func StartWith(t testing.TB, opts Options, kind Kind, args ...string) *Client {
+// test ends; with opts.Hosts or opts.ResolvConf, in a mount namespace of its
+// own that sees them.
+func Start(t testing.TB, opts Options, kind Kind, args ...string) *Client {
 	t.Helper()
 	argv, dir := program(t, kind, args)
 	c := &Client{kind: kind, events: make(chan map[string]any, 1024), out: &testutil.LockedBuffer{}, exited: make(chan struct{})}

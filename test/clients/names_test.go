@@ -75,7 +75,7 @@ func TestStableNamesKeepKeys(t *testing.T) {
 
 			opts := clients.Options{Hosts: clients.HostsFile(names)}
 			args := append([]string{strings.Join(list, ",")}, tt.refresh...)
-			c := clients.StartWith(t, opts, tt.kind, args...)
+			c := clients.Start(t, opts, tt.kind, args...)
 			if got := c.Set(t, "key-", keyCount, 100); got.OK != keyCount || got.Errors != 0 {
 				t.Fatalf("set %d keys: %+v", keyCount, got)
 			}
@@ -112,7 +112,7 @@ func TestStableNamesKeepKeys(t *testing.T) {
 			} else {
 				c.Stop()
 				opts.Hosts = clients.HostsFile(names)
-				c = clients.StartWith(t, opts, tt.kind, args...)
+				c = clients.Start(t, opts, tt.kind, args...)
 			}
 
 			got := c.Get(t, "key-", keyCount)
@@ -149,7 +149,7 @@ func TestGetExpect(t *testing.T) {
 	for i, kind := range []clients.Kind{clients.Dskit, clients.Gomemcache, clients.Pymemcache, clients.PHPMemcached, clients.Node} {
 		t.Run(string(kind), func(t *testing.T) {
 			m := dataplane.StartMemcached(t, fmt.Sprintf("127.0.28.%d", i+1))
-			c := clients.Start(t, kind, m.Addr())
+			c := clients.Start(t, clients.Options{}, kind, m.Addr())
 			if got := c.SetValue(t, "k-", 50, "g2"); got.OK != 50 {
 				t.Fatalf("set: %+v", got)
 			}

@@ -39,7 +39,7 @@ func TestAutoDiscoveryClientFollowsTheCluster(t *testing.T) {
 
 	agent := dataplane.StartAgent(t, "--memcached=cache", "--namespace=shop", "--from-file="+file,
 		"--listen=127.0.0.1:0", "--file-poll-interval=100ms")
-	client := clients.Start(t, clients.NodeDiscover, agent.Addr, "200")
+	client := clients.Start(t, clients.Options{}, clients.NodeDiscover, agent.Addr, "200")
 	agentPID, clientPID := agent.PID(), client.PID()
 
 	version := int64(0)

@@ -5,7 +5,7 @@
 // SRV records) are proved against the DNS server clusters run, not against
 // a reading of its documentation.
 //
-//	c := kube.Start(t)
+//	c := kube.Start(t, kube.Options{})
 //	srv := dns.Start(t, dns.Options{Kubeconfig: c.Kubeconfig()})
 //	addrs, err := srv.LookupA(srv.FQDN("cache-0.cache-slots.default.svc"))
 //

@@ -214,7 +214,7 @@ func eventually(ask func() answers, want answers, since time.Time, timeout time.
 // its name must write ready: true and say the truth in serving, as the
 // controller does for a Service that publishes not-ready addresses.
 func TestSlotNames(t *testing.T) {
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	srv := dns.Start(t, dns.Options{Kubeconfig: c.Kubeconfig()})
 	namespace := createNamespace(t, c, "dns-names")
 
@@ -303,7 +303,7 @@ func TestSlotNames(t *testing.T) {
 // cache plugin, a resolver library) adds up to the TTL on top; this
 // test's resolver caches nothing.
 func TestDNSFollowsSlot(t *testing.T) {
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	srv := dns.Start(t, dns.Options{Kubeconfig: c.Kubeconfig()})
 	const memcached = "cache"
 	namespace := createNamespace(t, c, "dns-follow")

@@ -93,7 +93,7 @@ func startEnv(t *testing.T) error {
 	}
 	e := &env{sys: sys, hook: sys.Hook, dir: dir}
 	sharedEnv.env = e
-	e.c = kube.SharedWith(t, opts)
+	e.c = kube.Shared(t, opts)
 	sys.Cluster = e.c
 	if err := sys.Check(); err != nil {
 		return err

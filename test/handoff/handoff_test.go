@@ -434,7 +434,7 @@ func TestKilledWithoutGrace(t *testing.T) {
 func TestDiscoveryClientThroughARollout(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "ring", `{"size":3,"discovery":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "")
-	client := clients.Start(t, clients.NodeDiscover, k.agent.Addr, "200")
+	client := clients.Start(t, clients.Options{}, clients.NodeDiscover, k.agent.Addr, "200")
 	client.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
 	const n = 3000
 	if res := client.Do(t, map[string]any{"op": "set", "prefix": "ring:", "n": n, "size": valueSize}); res["ok"] != float64(n) {

@@ -60,7 +60,7 @@ type namesClient struct {
 // until its memcached stops.
 func TestStableNamesThroughARollout(t *testing.T) {
 	t.Parallel()
-	api := kube.Start(t)
+	api := kube.Start(t, kube.Options{})
 	k := newCluster(t, "names", fmt.Sprintf(`{"size":3,"stableNames":{"enabled":true},"discovery":{"enabled":true},"rollout":{"keepWarm":true,"clientMoveSeconds":%d}}`, clientMove), 3, "")
 	k.synced = applier(t, api, k)
 	k.publish() // applies the Service and EndpointSlice
@@ -90,7 +90,7 @@ func TestStableNamesThroughARollout(t *testing.T) {
 		{"npm-memcache-names", clients.Node, []string{names}},
 		{"npm-memcache-autodiscovery", clients.NodeDiscover, []string{k.agent.Addr, "500"}},
 	} {
-		nc := &namesClient{name: c.name, c: clients.StartWith(t, opts, c.kind, c.args...)}
+		nc := &namesClient{name: c.name, c: clients.Start(t, opts, c.kind, c.args...)}
 		if c.kind == clients.NodeDiscover {
 			nc.c.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
 		}

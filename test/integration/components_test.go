@@ -42,7 +42,7 @@ func TestSecurityOverlays(t *testing.T) {
 		},
 	}
 
-	c := kube.Start(t)
+	c := kube.Start(t, kube.Options{})
 	kubectl(t, c, nil, "apply", "--server-side", "-f", "testdata/metacontroller-crds-v1.yaml")
 	kubectl(t, c, nil, "wait", "--for=condition=established", "--timeout=60s", "crd/compositecontrollers.metacontroller.k8s.io")
 	// The base for real, so that the overlays' namespaced objects have

@@ -34,7 +34,7 @@ const ns = "integration"
 // TestInstall runs the whole install path on one API server, step by step:
 // each step needs the ones before it.
 func TestInstall(t *testing.T) {
-	c := kube.Start(t)
+	c := kube.Start(t, kube.Options{})
 	hook := startHook(t)
 
 	kubectl(t, c, nil, "apply", "--server-side", "-f", "testdata/metacontroller-crds-v1.yaml")

@@ -34,7 +34,7 @@ const (
 	EnvMetacontroller = "METACONTROLLER_BIN"
 )
 
-// Options say what Launch (and StartWith and SharedWith) run beside etcd
+// Options say what Launch (and Start and Shared) run beside etcd
 // and kube-apiserver. The zero value runs nothing more, which is Start.
 type Options struct {
 	// Setup, if set, runs once the API server is ready and before anything
@@ -123,7 +123,7 @@ func (o Options) portsNeeded() int {
 }
 
 // RequirePrograms skips t (fails it when CI is set) unless every program
-// StartWith or SharedWith would run for opts is found, so that a test can
+// Start or Shared would run for opts is found, so that a test can
 // check before it prepares anything else.
 func RequirePrograms(t testing.TB, opts Options) {
 	t.Helper()

@@ -1,7 +1,7 @@
 // Package kube runs a real, throw-away Kubernetes control plane (etcd and
 // kube-apiserver, no controller manager, scheduler or kubelet) for
-// integration tests, and drives it with kubectl. With Options, StartWith and
-// SharedWith also run kube-controller-manager, kube-scheduler, fake Nodes
+// integration tests, and drives it with kubectl. With Options, Start and
+// Shared also run kube-controller-manager, kube-scheduler, fake Nodes
 // (kwok) and Metacontroller, for end-to-end tests (see Options).
 //
 // The binaries are built from source by `make test` (see
@@ -17,12 +17,12 @@
 //	func TestMain(m *testing.M) { kube.Main(m) }
 //
 //	func TestSomething(t *testing.T) {
-//		c := kube.Shared(t)
+//		c := kube.Shared(t, kube.Options{})
 //		out, _, err := c.Kubectl("get", "namespaces")
 //		...
 //	}
 //
-// Start, StartWith, Shared and SharedWith are thin wrappers for tests around
+// Start, Start, Shared and Shared are thin wrappers for tests around
 // Launch, which needs no testing.TB: the local playground (make up, see
 // test/playground) starts its cluster with it, so that it runs what the
 // tests run.
@@ -115,19 +115,12 @@ type Cluster struct {
 	stopOnce sync.Once
 }
 
-// Start starts a new cluster for t and returns once its API server is ready.
-// It registers a cleanup with t that stops both processes, and prints their
-// output with t.Log if t failed. It skips t when KUBE_APISERVER_BIN is
-// unset, or fails it instead when CI is set.
-func Start(t testing.TB) *Cluster {
-	t.Helper()
-	return StartWith(t, Options{})
-}
-
-// StartWith is Start running what opts ask for too; it returns once all of
-// it is ready. It skips t (fails it when CI is set) when a program opts need
-// is missing.
-func StartWith(t testing.TB, opts Options) *Cluster {
+// Start starts a new cluster for t, running what opts ask for beside the
+// API server, and returns once all of it is ready. It registers a cleanup
+// with t that stops the processes, and prints their output with t.Log if t
+// failed. It skips t (fails it when CI is set) when a program it needs is
+// missing.
+func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	progs := lookupPrograms(t, opts)
 	dir := t.TempDir()
@@ -161,22 +154,16 @@ var shared struct {
 }
 
 // Shared returns the cluster shared by all tests of the test binary,
-// starting it on first use. It skips or fails t like Start. If starting
-// failed once, every later call fails too, with the same error. When t
-// fails, Shared prints the processes' output written since the call.
+// starting it on first use with opts (later calls' opts are ignored, so a
+// package passes the same every time). It skips or fails t like Start. If
+// starting failed once, every later call fails too, with the same error.
+// When t fails, Shared prints the processes' output written since the
+// call.
 //
 // The package's TestMain must call Main, which stops the cluster after all
 // tests ran. (On Linux the processes are also killed if the test binary
 // dies, for instance on a -timeout panic.)
-func Shared(t testing.TB) *Cluster {
-	t.Helper()
-	return SharedWith(t, Options{})
-}
-
-// SharedWith is Shared for a package whose shared cluster runs what opts
-// ask for. The first call starts the cluster with its opts; later calls'
-// opts are ignored, so a package should pass the same every time.
-func SharedWith(t testing.TB, opts Options) *Cluster {
+func Shared(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	progs := lookupPrograms(t, opts)
 	shared.mu.Lock()

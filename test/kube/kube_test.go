@@ -15,7 +15,7 @@ import (
 
 // TestStart starts a cluster and proves kubectl can talk to it.
 func TestStart(t *testing.T) {
-	c := kube.Start(t)
+	c := kube.Start(t, kube.Options{})
 
 	stdout, stderr, err := c.Kubectl("get", "--raw", "/readyz")
 	if err != nil {
@@ -53,9 +53,9 @@ func TestMain(m *testing.M) { kube.Main(m) }
 
 // TestShared checks that Shared hands every test the same running cluster.
 func TestShared(t *testing.T) {
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	t.Run("again", func(t *testing.T) {
-		if c2 := kube.Shared(t); c2 != c {
+		if c2 := kube.Shared(t, kube.Options{}); c2 != c {
 			t.Errorf("second Shared call returned %p, want the first cluster %p", c2, c)
 		}
 		stdout, stderr, err := c.Kubectl("get", "--raw", "/readyz")

@@ -30,7 +30,7 @@ var crdOnce struct {
 // would be stored, defaults filled in, or its refusal.
 func admit(t *testing.T, object []byte) (stored []byte, refusal string) {
 	t.Helper()
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	crdOnce.Do(func() {
 		crd := filepath.Join(testutil.Root(), "manifests", "base", "crd", "cache.example.com_memcacheds.yaml")
 		if out, errOut, err := c.Kubectl("apply", "--server-side", "-f", crd); err != nil {

@@ -13,10 +13,10 @@
 //
 // Two ways in: Start starts all of it (the playground); Prepare and Check
 // around a launch of the caller's own (the suite, whose cluster is
-// kube.SharedWith's):
+// kube.Shared's):
 //
 //	s, opts, err := playground.Prepare(ctx, cfg)   // the hook builds meanwhile
-//	s.Cluster = kube.SharedWith(t, opts)            // opts.Setup installs
+//	s.Cluster = kube.Shared(t, opts)               // opts.Setup installs
 //	err = s.Check()
 //	...
 //	err = s.StopHook()

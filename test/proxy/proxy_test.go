@@ -292,7 +292,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		t.Fatalf("the proxy never took the first pool:\n%s", f.proxy.Log())
 	}
 	proxyPID, agentPID := f.proxy.PID(), f.agent.PID()
-	f.client = clients.Start(t, clients.Node, f.proxy.Addr())
+	f.client = clients.Start(t, clients.Options{}, clients.Node, f.proxy.Addr())
 	began := time.Now()
 	placed := f.place("first pool", table)
 	testutil.Benchmark("BenchmarkProxyPlace/npm-set-through-proxy-and-locate", "%.3f s %d keys", time.Since(began).Seconds(), keyCount)

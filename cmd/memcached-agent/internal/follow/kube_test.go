@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { kube.Main(m) }
 // (the time from the change to the list being served is printed as a
 // benchmark line); a change of the other never reaches it.
 func TestKubeFollowsStatus(t *testing.T) {
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	kubectl := func(stdin string, args ...string) {
 		t.Helper()
 		if _, stderr, err := c.KubectlStdin([]byte(stdin), args...); err != nil {

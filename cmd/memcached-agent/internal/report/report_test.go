@@ -114,7 +114,7 @@ func TestFile(t *testing.T) {
 // ConfigMap's data (keys of others left alone), and Events on the
 // Memcached that kubectl finds by its name and UID.
 func TestKube(t *testing.T) {
-	c := kube.Shared(t)
+	c := kube.Shared(t, kube.Options{})
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()
 		out, stderr, err := c.KubectlStdin([]byte(stdin), args...)

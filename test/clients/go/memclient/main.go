@@ -350,13 +350,16 @@ func (d *dskitClient) failures() float64 {
 	return sum
 }
 
-func (d *dskitClient) nodes() []string {
-	var addrs []string
-	_ = d.selector.Each(func(a net.Addr) error {
-		addrs = append(addrs, a.String())
+func (d *dskitClient) nodes() []string { return addrs(d.selector.Each) }
+
+// addrs lists the servers a selector's Each walks.
+func addrs(each func(func(net.Addr) error) error) []string {
+	var list []string
+	_ = each(func(a net.Addr) error {
+		list = append(list, a.String())
 		return nil
 	})
-	return addrs
+	return list
 }
 
 func (d *dskitClient) close() {
@@ -400,13 +403,6 @@ func (g *gomemcacheClient) get(key string) ([]byte, bool, error) {
 	}
 }
 
-func (g *gomemcacheClient) nodes() []string {
-	var addrs []string
-	_ = g.servers.Each(func(a net.Addr) error {
-		addrs = append(addrs, a.String())
-		return nil
-	})
-	return addrs
-}
+func (g *gomemcacheClient) nodes() []string { return addrs(g.servers.Each) }
 
 func (g *gomemcacheClient) close() { _ = g.c.Close() }
