@@ -5,32 +5,21 @@
 # only this binary (every tool of external.mk depends on external.mk).
 #
 # A trimmed build: CoreDNS's main with only the plugins test/dns's Corefile
-# uses (test/tools/coredns/main.go), not a release's seventy-odd, so the
+# uses (test/tools/ext/coredns/main.go), not a release's seventy-odd, so the
 # first build compiles client-go and a few CoreDNS packages rather than
-# every cloud provider's SDK. The file is copied into a throw-away module
-# under .cache/src; `go get` of the packages it imports, at
-# COREDNS_VERSION, resolves CoreDNS's own go.mod, so the graph is the same
-# every time. Its ignore build tag keeps it out of the tools module; named
-# on go build's command line, it builds anyway.
+# every cloud provider's SDK; built in the ext module (see external.mk),
+# whose client-go helm's build shares.
 
-COREDNS_VERSION ?= v1.14.7
+COREDNS_VERSION := $(call tools_ext_version,github.com/coredns/coredns)
 COREDNS_BIN     ?= $(TOOLS_BIN_DIR)/coredns-$(COREDNS_VERSION)
-COREDNS_MAIN    := $(TOOLS_DIR)/coredns/main.go
-COREDNS_MOD     := $(TOOLS_SRC_DIR)/coredns-$(COREDNS_VERSION)
-COREDNS_PKGS    := $(addprefix github.com/coredns/coredns/,core/dnsserver coremain \
-	plugin/bind plugin/errors plugin/kubernetes plugin/log)
+COREDNS_MAIN    := $(TOOLS_EXT_MOD)/coredns/main.go
 
 .PHONY: coredns
 coredns: $(COREDNS_BIN) ## build CoreDNS (trimmed: the kubernetes plugin and what test/dns needs) into .cache/bin
 
-$(COREDNS_BIN): $(COREDNS_MAIN) $(TOOLS_DIR)/coredns.mk
+$(COREDNS_BIN): $(COREDNS_MAIN) $(TOOLS_EXT_MODS) $(TOOLS_DIR)/coredns.mk
 	@mkdir -p $(dir $@)
-	rm -rf $(COREDNS_MOD) && mkdir -p $(COREDNS_MOD)
-	cp $(COREDNS_MAIN) $(COREDNS_MOD)/main.go
-	cd $(COREDNS_MOD) && export GOWORK=off && \
-	  $(TOOLS_GO) mod init coredns-build && \
-	  $(TOOLS_GO) get $(addsuffix @$(COREDNS_VERSION),$(COREDNS_PKGS)) && \
-	  CGO_ENABLED=0 $(TOOLS_GO) build $(TOOLS_GOFLAGS) -ldflags '-s -w' -o $(abspath $@) main.go
+	$(tools_ext_build) -ldflags '-s -w' -o $(abspath $@) ./coredns
 	[ "$$($(abspath $@) -version | head -1)" = "CoreDNS-$(patsubst v%,%,$(COREDNS_VERSION))" ]
 	@touch $@
 

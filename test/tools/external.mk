@@ -34,16 +34,30 @@ $(KWOK_BIN): $(TOOLS_EXT_DEPS)
 	mv $(abspath $@).gobin/kwok $@
 	@rm -rf $(abspath $@).gobin
 
-# ---- memcached_exporter ------------------------------------------------------
-# `go install ...@version` fails for it: it reads the module's version list
-# (for deprecation notices) and the proxy answers 403. So it is built in a
-# throw-away module generated under .cache/src that requires it; `go get`
-# resolves the exporter's own go.mod, so the graph is the same every time.
+# ---- the ext module: memcached_exporter, helm, controller-gen, CoreDNS -------
+# Four programs of the Go module proxy built in one module of their own,
+# test/tools/ext (go.mod and go.sum committed), so that they share one
+# build of what they all import (client-go and the rest of Kubernetes'
+# libraries, Prometheus', gRPC): built apart, each compiled its own copy
+# at its own versions, minutes of a cold make test. The module requires
+# each at the version named below (go get -tool, and CoreDNS's packages
+# for ext/coredns); the versions are read from its go.mod, and the graph
+# is Go's minimal version selection over the four (Kubernetes' libraries
+# at helm's v0.37.1). The file names carry the versions; a change to the
+# module's go.mod or go.sum rebuilds them.
 
-MEMCACHED_EXPORTER_VERSION ?= v0.16.0
+TOOLS_EXT_MOD  := $(TOOLS_DIR)/ext
+TOOLS_EXT_MODS := $(TOOLS_EXT_MOD)/go.mod $(TOOLS_EXT_MOD)/go.sum
+# tools_ext_version is the version $(1) has in the ext module's go.mod.
+tools_ext_version = $(shell awk '$$1 == "$(1)" { print $$2 } $$1 == "require" && $$2 == "$(1)" { print $$3 }' $(TOOLS_EXT_MOD)/go.mod)
+# tools_ext_build is go build in the ext module, for make's own binaries.
+tools_ext_build = CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly $(TOOLS_GO) -C $(TOOLS_EXT_MOD) build $(TOOLS_GOFLAGS)
+
+# ---- memcached_exporter ------------------------------------------------------
+
+MEMCACHED_EXPORTER_VERSION := $(call tools_ext_version,github.com/prometheus/memcached_exporter)
 MEMCACHED_EXPORTER_BIN     ?= $(TOOLS_BIN_DIR)/memcached_exporter-$(MEMCACHED_EXPORTER_VERSION)
 MEMCACHED_EXPORTER_PKG     := github.com/prometheus/memcached_exporter/cmd/memcached_exporter
-MEMCACHED_EXPORTER_MOD     := $(TOOLS_SRC_DIR)/memcached_exporter-$(MEMCACHED_EXPORTER_VERSION)
 # Stamped like the project's own release build (promu) does.
 MEMCACHED_EXPORTER_LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.Version=$(patsubst v%,%,$(MEMCACHED_EXPORTER_VERSION)) \
@@ -53,13 +67,9 @@ MEMCACHED_EXPORTER_LDFLAGS := -s -w \
 .PHONY: memcached-exporter
 memcached-exporter: $(MEMCACHED_EXPORTER_BIN) ## build memcached_exporter into .cache/bin
 
-$(MEMCACHED_EXPORTER_BIN): $(TOOLS_EXT_DEPS)
+$(MEMCACHED_EXPORTER_BIN): $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
 	@mkdir -p $(dir $@)
-	rm -rf $(MEMCACHED_EXPORTER_MOD) && mkdir -p $(MEMCACHED_EXPORTER_MOD)
-	cd $(MEMCACHED_EXPORTER_MOD) && export GOWORK=off && \
-	  $(TOOLS_GO) mod init memcached-exporter-build && \
-	  $(TOOLS_GO) get $(MEMCACHED_EXPORTER_PKG)@$(MEMCACHED_EXPORTER_VERSION) && \
-	  CGO_ENABLED=0 $(TOOLS_GO) build $(TOOLS_GOFLAGS) -ldflags '$(MEMCACHED_EXPORTER_LDFLAGS)' -o $(abspath $@) $(MEMCACHED_EXPORTER_PKG)
+	$(tools_ext_build) -ldflags '$(MEMCACHED_EXPORTER_LDFLAGS)' -o $(abspath $@) $(MEMCACHED_EXPORTER_PKG)
 	@touch $@
 
 # ---- Metacontroller ----------------------------------------------------------
@@ -243,25 +253,22 @@ debian-clients: ## install the Debian clients the tests drive (python3-pymemcach
 
 # ---- helm ----------------------------------------------------------------------
 # The chart's test (test/chart) renders and lints manifests/helm with it.
-# Built with `go install pkg@version` in its own module graph, stamped with
-# its version as helm's own Makefile does (otherwise `helm version` says
-# v4.3, the minor version the source carries).
+# Stamped with its version as helm's own Makefile does (otherwise `helm
+# version` says v4.3, the minor version the source carries).
 
-HELM_VERSION ?= v4.3.1
+HELM_MODULE  := helm.sh/helm/v4
+HELM_VERSION := $(call tools_ext_version,$(HELM_MODULE))
 HELM_BIN     ?= $(TOOLS_BIN_DIR)/helm-$(HELM_VERSION)
-HELM_MODULE  := helm.sh/helm/$(word 1,$(subst ., ,$(HELM_VERSION)))
 HELM_LDFLAGS := -s -w -X $(HELM_MODULE)/internal/version.version=$(HELM_VERSION) \
 	-X $(HELM_MODULE)/internal/version.gitTreeState=clean
 
 .PHONY: helm
 helm: $(HELM_BIN) ## build helm into .cache/bin
 
-$(HELM_BIN): $(TOOLS_EXT_DEPS)
+$(HELM_BIN): $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
 	@mkdir -p $(dir $@)
-	@rm -rf $(abspath $@).gobin
-	GOBIN=$(abspath $@).gobin GOWORK=off CGO_ENABLED=0 $(TOOLS_GO) install $(TOOLS_GOFLAGS) -ldflags '$(HELM_LDFLAGS)' $(HELM_MODULE)/cmd/helm@$(HELM_VERSION)
-	mv $(abspath $@).gobin/helm $@
-	@rm -rf $(abspath $@).gobin
+	$(tools_ext_build) -ldflags '$(HELM_LDFLAGS)' -o $(abspath $@) $(HELM_MODULE)/cmd/helm
+	@touch $@
 
 # ---- all of them -------------------------------------------------------------
 

@@ -1,14 +1,9 @@
-//go:build ignore
-
 // The CoreDNS the tests run (test/dns): CoreDNS's own main, with only the
 // plugins test/dns's Corefile uses instead of the seventy-odd of a release
 // build, so that the first build compiles client-go and a few CoreDNS
-// packages rather than every cloud provider's SDK.
-//
-// It is no package of the tools module (hence the ignore tag, which also
-// keeps go vet and the hygiene test off it): test/tools/external.mk copies
-// it into a throw-away module under .cache/src that requires
-// github.com/coredns/coredns at COREDNS_VERSION, and builds it there.
+// packages rather than every cloud provider's SDK. It is built in the ext
+// module (test/tools/ext/go.mod), beside helm, controller-gen and
+// memcached_exporter, which share its compiled dependencies.
 package main
 
 import (
