@@ -1,0 +1,138 @@
+package memcached
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/sync/metacontroller"
+)
+
+// observed is what the request says exists, reduced to what the status
+// needs.
+type observed struct {
+	childCount int
+	deployment *deploymentState
+	pods       []metacontroller.Pod                // the parent's live Pods, sorted by name
+	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
+	managed    map[string]bool                     // the child kinds the CompositeController manages
+	names      map[string]bool                     // the observed children, as kind key + "/" + name
+	reports    map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
+	// slotTable is the status's, as its readers take it (contract.Ordered).
+	slotTable  v1alpha1.SlotTable
+	finalizing bool
+}
+
+// deploymentState is the observed Deployment's spec and status, as far as
+// the status needs them.
+type deploymentState struct {
+	generation int64
+	replicas   int32
+	image      string
+	status     appsv1.DeploymentStatus
+}
+
+func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
+	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing,
+		slotTable: contract.Ordered(req.Parent.Status.SlotTable)}
+	for kind, objs := range req.Children {
+		obs.managed[kind] = true
+		obs.childCount += len(objs)
+		for _, c := range objs {
+			obs.names[kind+"/"+c.Metadata.Name] = true
+		}
+	}
+	name := req.Parent.Name
+	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
+		obs.deployment = readDeployment(d)
+	}
+	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
+		obs.reports = readReports(c)
+	}
+	sel := labels.SelectorFromSet(SelectorLabels(name))
+	for _, pod := range req.Pods {
+		// Finished (evicted, completed) Pods are gone for good, and Pods
+		// of another Memcached are none of its business.
+		if pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
+			pod.Metadata.Namespace != req.Parent.Namespace ||
+			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
+			continue
+		}
+		// Terminating Pods are not members any more (the ReplicaSet has
+		// already replaced them), but they still hold their items and,
+		// until a Ready Pod takes it, their slot.
+		if pod.Metadata.DeletionTimestamp != nil {
+			obs.leaving = append(obs.leaving, pod)
+			continue
+		}
+		obs.pods = append(obs.pods, pod)
+	}
+	byName := func(a, b metacontroller.Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) }
+	slices.SortFunc(obs.pods, byName)
+	slices.SortFunc(obs.leaving, byName)
+	return obs
+}
+
+// findChild finds a child by name, whichever way the hook version keys the
+// map.
+func findChild(objs map[string]metacontroller.Child, name string) (metacontroller.Child, bool) {
+	for _, c := range objs {
+		if c.Metadata.Name == name {
+			return c, true
+		}
+	}
+	return metacontroller.Child{}, false
+}
+
+// deploymentSpecFields is the part of an observed Deployment's spec that the
+// status reads: replicas and the containers' images. Decoding only these
+// skips the bulk of the Pod template (resources, probes, affinity, spread),
+// which as a full appsv1.DeploymentSpec was most of a small sync's work.
+type deploymentSpecFields struct {
+	Replicas *int32 `json:"replicas"`
+	Template struct {
+		Spec struct {
+			Containers []struct {
+				Name  string `json:"name"`
+				Image string `json:"image"`
+			} `json:"containers"`
+		} `json:"spec"`
+	} `json:"template"`
+}
+
+func readDeployment(c metacontroller.Child) *deploymentState {
+	d := &deploymentState{generation: c.Metadata.Generation}
+	var spec deploymentSpecFields
+	if metacontroller.DecodeObject(c.Spec, &spec) == nil {
+		if spec.Replicas != nil {
+			d.replicas = *spec.Replicas
+		} else {
+			d.replicas = 1
+		}
+		for _, ctr := range spec.Template.Spec.Containers {
+			if ctr.Name == "memcached" {
+				d.image = ctr.Image
+			}
+		}
+	}
+	_ = metacontroller.DecodeObject(c.Status, &d.status)
+	return d
+}
+
+// hasChild tells whether a child of kind (its key) and name was observed.
+func (obs observed) hasChild(kind, name string) bool { return obs.names[kind+"/"+name] }
+
+// serviceEndpoint is the host:port of the Service name, once it is
+// observed, for a feature that is on.
+func (obs observed) serviceEndpoint(p *metacontroller.Parent, on bool, name string, port int) string {
+	if !on || !obs.hasChild(ServiceKey, name) {
+		return ""
+	}
+	return name + "." + p.Namespace + ".svc:" + strconv.Itoa(port)
+}

@@ -1,0 +1,93 @@
+package memcached
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/metacontroller"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// report is what the status is computed from: what was observed, the
+// spec (nil when it is invalid) and the slot table this sync decided.
+type report struct {
+	p    *metacontroller.Parent
+	spec *v1alpha1.MemcachedSpec
+	obs  observed
+	// size is the number of slots the Pods are measured against: the
+	// spec's, or, when the spec is invalid, what the observed Deployment
+	// still runs.
+	size     int32
+	pods     []slots.Pod
+	assigned slots.Assignment
+}
+
+// plan decides the slot table: the one decision the children (the
+// features that follow the table) and the status share.
+func plan(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *report {
+	r := &report{p: p, spec: spec, obs: obs, pods: slotPods(obs)}
+	switch {
+	case spec != nil:
+		r.size = *spec.Size
+	case obs.deployment != nil:
+		r.size = obs.deployment.replicas
+	}
+	r.assigned = slots.Assign(obs.slotTable, r.size, r.pods, now)
+	return r
+}
+
+// slotPods are the Pods as the slot table sees them, terminating ones
+// included, with the times the table orders its decisions by.
+func slotPods(obs observed) []slots.Pod {
+	pods := make([]slots.Pod, 0, len(obs.pods)+len(obs.leaving))
+	for _, pod := range obs.pods {
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod)})
+	}
+	for _, pod := range obs.leaving {
+		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod),
+			Leaving: true, LeavingSince: leavingSince(pod)})
+	}
+	return pods
+}
+
+func podReady(pod metacontroller.Pod) bool {
+	if pod.Status.Phase != string(corev1.PodRunning) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodReady) {
+			return c.Status == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+// readySince is when the Pod's Ready condition last changed, or, without
+// one, when the Pod was made (zero when neither parses).
+func readySince(pod metacontroller.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == string(corev1.PodReady) {
+			if t, err := time.Parse(time.RFC3339, c.LastTransitionTime); err == nil {
+				return t
+			}
+		}
+	}
+	t, _ := time.Parse(time.RFC3339, pod.Metadata.CreationTimestamp)
+	return t
+}
+
+// leavingSince is when the Pod's deletion was asked: its deletion
+// timestamp is that time plus the grace period.
+func leavingSince(pod metacontroller.Pod) time.Time {
+	m := pod.Metadata
+	if m.DeletionTimestamp == nil {
+		return time.Time{}
+	}
+	t := m.DeletionTimestamp.Time
+	if g := m.DeletionGracePeriodSeconds; g != nil && *g > 0 {
+		t = t.Add(-time.Duration(*g) * time.Second)
+	}
+	return t
+}
