@@ -22,7 +22,7 @@
 //		...
 //	}
 //
-// Start, Start, Shared and Shared are thin wrappers for tests around
+// Start and Shared are thin wrappers for tests around
 // Launch, which needs no testing.TB: the local playground (make up, see
 // test/playground) starts its cluster with it, so that it runs what the
 // tests run.
