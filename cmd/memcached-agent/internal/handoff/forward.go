@@ -413,6 +413,12 @@ func (f *forwarder) copyEnded() {
 // deletedThere notes a key the forwarder deleted on its destination.
 func (f *forwarder) deletedThere(k dumpKey) {
 	f.counts.deleted.Add(1)
+	f.checkAfterCopy(k)
+}
+
+// checkAfterCopy keeps k, deleted on its destination, to be checked again
+// once the bulk copy ended, if it still runs (see copying).
+func (f *forwarder) checkAfterCopy(k dumpKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.copying || f.recheck[k] {
@@ -584,6 +590,8 @@ func (f *forwarder) clear(ctx context.Context, dests map[string]*conn, k dumpKey
 		return
 	}
 	f.counts.cleared.Add(1)
+	// The bulk copy may still hold the key in its read-ahead.
+	f.checkAfterCopy(k)
 }
 
 // destination is the open connection to addr, dialled if there is none.
