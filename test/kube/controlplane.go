@@ -245,10 +245,13 @@ func (c *Cluster) startMore(ctx context.Context, cfg Config, dir string, pki pki
 	}
 	var kwok *process
 	if len(opts.Nodes) > 0 {
-		// An explicit configuration keeps a developer's ~/.kwok/kwok.yaml
-		// out, and brings the Pod stages (kwokStages).
+		// The configuration brings the Pod stages (kwokStages) and no
+		// KwokConfiguration: kwok v0.8.0 fills in its defaults only when
+		// none is given (one read from a file gets a parallelism of 0 and
+		// kwok refuses to start), and the flags below set the rest. kwok
+		// still reads ~/.kwok/kwok.yaml first, where one exists.
 		config := filepath.Join(dir, "kwok.yaml")
-		if err := os.WriteFile(config, []byte("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n---\n"+kwokStages), 0o600); err != nil {
+		if err := os.WriteFile(config, []byte(kwokStages), 0o600); err != nil {
 			return err
 		}
 		var err error
