@@ -36,6 +36,12 @@ type Load struct {
 	SetShare float64
 	// Workers is the connections, each a worker.
 	Workers int
+	// Rate is the requests a second of all the workers together; 0 is
+	// as many as they can, each sending its next request once the last is
+	// answered. A closed loop takes every core it can get: on a machine
+	// that runs other tests beside it, a rate measures the same thing for
+	// a fraction of the CPU.
+	Rate int
 
 	hits, misses, errors, stale atomic.Int64
 	// written is, per key, the highest write acknowledged; seq numbers
@@ -103,8 +109,9 @@ func (l *Load) Start() {
 		go func() {
 			defer l.wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
+			pace := l.pacer(ctx)
 			var c *textConn
-			for ctx.Err() == nil {
+			for pace() {
 				if c == nil {
 					var err error
 					if c, err = dialText(l.Addr); err != nil {
@@ -156,6 +163,34 @@ func (l *Load) Start() {
 				c.Close()
 			}
 		}()
+	}
+}
+
+// pacer returns what a worker calls before each request: it waits for
+// the worker's next turn under Rate and says whether the load still runs.
+// A worker that falls behind (a slow answer, a dial) goes on from now
+// rather than sending the requests it missed at once.
+func (l *Load) pacer(ctx context.Context) func() bool {
+	if l.Rate <= 0 {
+		return func() bool { return ctx.Err() == nil }
+	}
+	every := time.Duration(float64(time.Second) * float64(l.Workers) / float64(l.Rate))
+	next := time.Now()
+	return func() bool {
+		now := time.Now()
+		if wait := next.Sub(now); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		} else if -wait > time.Second {
+			next = now
+		}
+		next = next.Add(every)
+		return ctx.Err() == nil
 	}
 }
 

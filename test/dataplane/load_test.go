@@ -30,3 +30,24 @@ func TestStaleReads(t *testing.T) {
 		t.Errorf("counts since the overwrite %+v, want stale reads", d)
 	}
 }
+
+// TestRate checks that a load with a Rate sends no more requests than its
+// rate allows, each worker at most one more than its schedule, and some.
+func TestRate(t *testing.T) {
+	m := StartMemcached(t, "127.0.23.2")
+	load := &Load{Addr: m.Addr(), Keys: 200, ValueSize: 50, Workers: 2, Rate: 100}
+	if err := load.Fill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	load.Start()
+	time.Sleep(500 * time.Millisecond)
+	load.Stop()
+	elapsed := time.Since(start)
+	c := load.Counts()
+	got := c.Hits + c.Misses + c.Errors
+	limit := int64(float64(load.Rate)*elapsed.Seconds()) + int64(load.Workers)
+	if got == 0 || got > limit {
+		t.Errorf("%d gets in %s at a rate of %d a second, want between 1 and %d", got, elapsed, load.Rate, limit)
+	}
+}

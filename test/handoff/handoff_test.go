@@ -41,12 +41,16 @@ import (
 )
 
 // The load: a key space that fits the Pods, read 19 times for every
-// write, by a few connections through the proxy.
+// write, by a few connections through the proxy, 2,000 requests a second
+// (2,000 gets a second make a hit ratio to the thousandth, and 100 writes
+// a second keep the forwarding busy). Unpaced, the load took every core
+// the machine had left: make test runs other suites beside this one.
 const (
 	keys      = 20000
 	valueSize = 200
 	setShare  = 0.05
 	workers   = 4
+	rate      = 2000
 )
 
 // cluster is a Memcached whose Pods run here, with the agent and the
@@ -280,7 +284,7 @@ func TestRollingReplacement(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			k := newCluster(t, "roll", tt.spec, 3, tt.proxyIP)
-			load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+			load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
 			if err := load.Fill(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +347,7 @@ func TestRollingReplacement(t *testing.T) {
 func TestScaleDown(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "shrink", `{"size":4,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 4, "127.0.21.3")
-	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +390,7 @@ func TestScaleDown(t *testing.T) {
 func TestKilledWithoutGrace(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "lost", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "127.0.21.4")
-	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers}
+	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)
 	}
