@@ -300,8 +300,10 @@ type Counts struct {
 	Misses int `json:"misses"`
 	Errors int `json:"errors"`
 	// Stale are the hits of a GetExpect whose value was not the one
-	// expected.
-	Stale int `json:"stale"`
+	// expected; Previous, those of them that had the value given as the
+	// one before it (GetExpectAfter).
+	Stale    int `json:"stale"`
+	Previous int `json:"previous"`
 }
 
 // Set stores the keys prefix0 … prefix(n-1), each a value of size bytes
@@ -330,6 +332,14 @@ func (c *Client) SetValue(t testing.TB, prefix string, n int, value string) Coun
 func (c *Client) GetExpect(t testing.TB, prefix string, n int, expect string) Counts {
 	t.Helper()
 	return c.counts(t, map[string]any{"op": "get", "prefix": prefix, "n": n, "expect": expect})
+}
+
+// GetExpectAfter is GetExpect, and counts as Previous too each stale hit
+// whose value is previous: the value the keys had before expect was
+// written, one write behind rather than older.
+func (c *Client) GetExpectAfter(t testing.TB, prefix string, n int, expect, previous string) Counts {
+	t.Helper()
+	return c.counts(t, map[string]any{"op": "get", "prefix": prefix, "n": n, "expect": expect, "previous": previous})
 }
 
 func (c *Client) counts(t testing.TB, cmd map[string]any) Counts {

@@ -10,6 +10,7 @@
 //   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
 //   {"op":"get","prefix":"k","n":300}             -> {"op":"get","hits":290,"misses":10,"errors":0,"stale":0}
 //   {"op":"get","prefix":"k","n":300,"expect":"v2"} -> the same, stale counting the hits whose value is not "v2"
+//   {"op":"get","prefix":"k","n":300,"expect":"v2","previous":"v1"} -> the same, and previous counting the stale hits whose value is "v1"
 //   {"op":"nodes"}                                -> {"op":"nodes","nodes":["10.0.0.1:11211",...]}
 //   {"op":"quit"}                                 -> exits
 //
@@ -75,20 +76,23 @@ for await (const line of rl) {
       break;
     }
     case "get": {
-      let hits = 0, misses = 0, errors = 0, stale = 0;
+      let hits = 0, misses = 0, errors = 0, stale = 0, previous = 0;
       for (let i = 0; i < cmd.n; i++) {
         try {
           const v = await client.get(`${cmd.prefix}${i}`);
           if (v === undefined || v === null) misses++;
           else {
             hits++;
-            if (cmd.expect !== undefined && String(v) !== cmd.expect) stale++;
+            if (cmd.expect !== undefined && String(v) !== cmd.expect) {
+              stale++;
+              if (cmd.previous !== undefined && String(v) === cmd.previous) previous++;
+            }
           }
         } catch {
           errors++;
         }
       }
-      emit({ op: "get", hits, misses, errors, stale });
+      emit({ op: "get", hits, misses, errors, stale, previous });
       break;
     }
     case "nodes":

@@ -18,6 +18,7 @@
 //   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
 //   {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0,"stale":0}
 //   {"op":"get","prefix":"k","n":300,"expect":"v2"} -> the same, stale counting the hits whose value is not "v2"
+//   {"op":"get","prefix":"k","n":300,"expect":"v2","previous":"v1"} -> the same, and previous counting the stale hits whose value is "v1"
 //   {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
 //   {"op":"quit"}                                  -> exits
 
@@ -67,8 +68,9 @@ while (($line = fgets(STDIN)) !== false) {
             emit(['op' => 'set', 'ok' => $ok, 'errors' => $errors]);
             break;
         case 'get':
-            $hits = $misses = $errors = $stale = 0;
+            $hits = $misses = $errors = $stale = $previous = 0;
             $expect = $cmd['expect'] ?? null;
+            $before = $cmd['previous'] ?? null;
             for ($i = 0; $i < $cmd['n']; $i++) {
                 $v = $m->get($cmd['prefix'] . $i);
                 switch ($m->getResultCode()) {
@@ -76,6 +78,9 @@ while (($line = fgets(STDIN)) !== false) {
                         $hits++;
                         if ($expect !== null && $v !== $expect) {
                             $stale++;
+                            if ($before !== null && $v === $before) {
+                                $previous++;
+                            }
                         }
                         break;
                     case Memcached::RES_NOTFOUND:
@@ -85,7 +90,7 @@ while (($line = fgets(STDIN)) !== false) {
                         $errors++;
                 }
             }
-            emit(['op' => 'get', 'hits' => $hits, 'misses' => $misses, 'errors' => $errors, 'stale' => $stale]);
+            emit(['op' => 'get', 'hits' => $hits, 'misses' => $misses, 'errors' => $errors, 'stale' => $stale, 'previous' => $previous]);
             break;
         case 'nodes':
             $nodes = [];

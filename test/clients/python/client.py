@@ -15,6 +15,7 @@ on stdin, one JSON answer a line on stdout:
   {"op":"set","prefix":"k","n":300,"value":"v2"} -> the same, every value "v2"
   {"op":"get","prefix":"k","n":300}              -> {"op":"get","hits":290,"misses":10,"errors":0,"stale":0}
   {"op":"get","prefix":"k","n":300,"expect":"v2"} -> the same, stale counting the hits whose value is not "v2"
+  {"op":"get","prefix":"k","n":300,"expect":"v2","previous":"v1"} -> the same, and previous counting the stale hits whose value is "v1"
   {"op":"nodes"}                                 -> {"op":"nodes","nodes":["cache-0...:11211",...]}
   {"op":"quit"}                                  -> exits
 
@@ -60,8 +61,8 @@ def main(argv):
                     errors += 1
             emit({"op": "set", "ok": ok, "errors": errors})
         elif op == "get":
-            hits = misses = errors = stale = 0
-            expect = cmd.get("expect")
+            hits = misses = errors = stale = previous = 0
+            expect, before = cmd.get("expect"), cmd.get("previous")
             for i in range(cmd["n"]):
                 try:
                     v = client.get("%s%d" % (cmd["prefix"], i))
@@ -71,9 +72,11 @@ def main(argv):
                         hits += 1
                         if expect is not None and v.decode() != expect:
                             stale += 1
+                            if before is not None and v.decode() == before:
+                                previous += 1
                 except Exception:
                     errors += 1
-            emit({"op": "get", "hits": hits, "misses": misses, "errors": errors, "stale": stale})
+            emit({"op": "get", "hits": hits, "misses": misses, "errors": errors, "stale": stale, "previous": previous})
         elif op == "nodes":
             emit({"op": "nodes", "nodes": list(client.hasher.nodes)})
         elif op == "quit":

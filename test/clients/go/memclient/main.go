@@ -117,6 +117,9 @@ type command struct {
 	// Expect, on a get, is the value every hit should have: a hit with
 	// another is counted stale.
 	Expect *string `json:"expect"`
+	// Previous, with Expect, is the value written before it: the stale
+	// hits that have it are counted previous too.
+	Previous *string `json:"previous"`
 }
 
 // serve answers the commands on in until quit or the end of input.
@@ -144,7 +147,7 @@ func serve(c client, in *os.File, out *emitter) error {
 			}
 			out.emit(map[string]any{"op": "set", "ok": ok, "errors": errs})
 		case "get":
-			hits, misses, errs, stale := 0, 0, 0, 0
+			hits, misses, errs, stale, previous := 0, 0, 0, 0, 0
 			for i := range cmd.N {
 				switch v, hit, err := c.get(cmd.Prefix + strconv.Itoa(i)); {
 				case err != nil:
@@ -153,12 +156,15 @@ func serve(c client, in *os.File, out *emitter) error {
 					hits++
 					if cmd.Expect != nil && string(v) != *cmd.Expect {
 						stale++
+						if cmd.Previous != nil && string(v) == *cmd.Previous {
+							previous++
+						}
 					}
 				default:
 					misses++
 				}
 			}
-			out.emit(map[string]any{"op": "get", "hits": hits, "misses": misses, "errors": errs, "stale": stale})
+			out.emit(map[string]any{"op": "get", "hits": hits, "misses": misses, "errors": errs, "stale": stale, "previous": previous})
 		case "nodes":
 			out.emit(map[string]any{"op": "nodes", "nodes": c.nodes()})
 		case "quit":
