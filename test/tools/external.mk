@@ -37,6 +37,11 @@ TOOLS_EXT_MODS := $(TOOLS_EXT_MOD)/go.mod $(TOOLS_EXT_MOD)/go.sum
 tools_ext_version = $(shell awk '$$1 == "$(1)" { print $$2 } $$1 == "require" && $$2 == "$(1)" { print $$3 }' $(TOOLS_EXT_MOD)/go.mod)
 # tools_ext_build is go build in the ext module, for make's own binaries.
 tools_ext_build = CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=readonly $(TOOLS_GO) -C $(TOOLS_EXT_MOD) build $(TOOLS_GOFLAGS)
+# tools_ext_work writes $(1), a Go workspace of the module in $(2) and the
+# ext module, for a program built outside the ext module that should share
+# its build (Metacontroller, memclient): go build with GOWORK=$(1).
+tools_ext_work = mkdir -p $(dir $(1)) && printf 'go %s\n\nuse (\n\t%s\n\t%s\n)\n' \
+	"$$(awk '$$1 == "go" { print $$2 }' $(TOOLS_EXT_MOD)/go.mod)" $(abspath $(2)) $(abspath $(TOOLS_EXT_MOD)) > $(1)
 
 # ---- kwok: fake Nodes whose Pods become Running and Ready ------------------
 # Built in the ext module, as a tool; it reads its version from the build
@@ -87,9 +92,9 @@ $(MEMCACHED_EXPORTER_BIN): $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
 # the same version. So Metacontroller is built against the ext module's
 # selection (Kubernetes' libraries at v0.37); the end-to-end suite says it
 # still works. The ext module requires every module at least at the
-# version Metacontroller's go.mod does (k8s.io/utils is there for that),
-# or the workspace would raise it, and everything that imports it would be
-# compiled twice: the recipe prints the modules the workspace raises.
+# version Metacontroller's go.mod does (k8s.io/utils and demangle are there
+# for that), or the workspace would raise it, and everything that imports
+# it would be compiled twice: the recipe prints the modules it raises.
 
 METACONTROLLER_ARCHIVE ?= ../shared/metacontroller/source/metacontroller-175eac0.tar.gz
 METACONTROLLER_VERSION ?= $(patsubst metacontroller-%.tar.gz,%,$(notdir $(METACONTROLLER_ARCHIVE)))
@@ -104,11 +109,10 @@ metacontroller: $(METACONTROLLER_BIN)
 
 $(METACONTROLLER_BIN): $(METACONTROLLER_ARCHIVE) $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
 	@mkdir -p $(dir $@)
-	rm -rf $(METACONTROLLER_SRC) $(dir $(METACONTROLLER_WORK)) && mkdir -p $(METACONTROLLER_SRC) $(dir $(METACONTROLLER_WORK))
+	rm -rf $(METACONTROLLER_SRC) $(dir $(METACONTROLLER_WORK)) && mkdir -p $(METACONTROLLER_SRC)
 	tar -xzf $(METACONTROLLER_ARCHIVE) -C $(METACONTROLLER_SRC)
 	sed -i -e '/^replace (/,/^)/d' -e '/^replace /d' $(METACONTROLLER_SRC)/go.mod
-	printf 'go %s\n\nuse (\n\t%s\n\t%s\n)\n' "$$(awk '$$1 == "go" { print $$2 }' $(TOOLS_EXT_MOD)/go.mod)" \
-	  $(abspath $(METACONTROLLER_SRC)) $(abspath $(TOOLS_EXT_MOD)) > $(METACONTROLLER_WORK)
+	$(call tools_ext_work,$(METACONTROLLER_WORK),$(METACONTROLLER_SRC))
 	@raised=$$(join <(GOWORK=off $(TOOLS_GO) -C $(TOOLS_EXT_MOD) list -m -f '{{.Path}} {{.Version}}' all | sort) \
 	  <(GOWORK=$(abspath $(METACONTROLLER_WORK)) $(TOOLS_GO) -C $(METACONTROLLER_SRC) list -m -f '{{.Path}} {{.Version}}' all | sort) | \
 	  awk '$$2 != $$3 { print $$1 "@" $$3 }' | tr '\n' ' '); \
@@ -242,9 +246,8 @@ GO_CLIENTS_WORK  := $(TOOLS_SRC_DIR)/memclient.work/go.work
 go-clients: $(GO_CLIENTS_BIN) ## build the Go clients the tests drive (dskit, gomemcache) into .cache/bin
 
 $(GO_CLIENTS_BIN): $(GO_CLIENTS_FILES) $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
-	@mkdir -p $(dir $@) $(dir $(GO_CLIENTS_WORK))
-	printf 'go %s\n\nuse (\n\t%s\n\t%s\n)\n' "$$(awk '$$1 == "go" { print $$2 }' $(TOOLS_EXT_MOD)/go.mod)" \
-	  $(abspath $(GO_CLIENTS_SRC)) $(abspath $(TOOLS_EXT_MOD)) > $(GO_CLIENTS_WORK)
+	@mkdir -p $(dir $@)
+	$(call tools_ext_work,$(GO_CLIENTS_WORK),$(GO_CLIENTS_SRC))
 	CGO_ENABLED=0 GOWORK=$(abspath $(GO_CLIENTS_WORK)) $(TOOLS_GO) -C $(GO_CLIENTS_SRC) build $(TOOLS_GOFLAGS) -ldflags '-s -w' -o $(abspath $@) ./memclient
 	@touch $@
 
