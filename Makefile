@@ -55,8 +55,20 @@ image: ## build the image (the hook and the agent) with docker (IMAGE=REGISTRY/m
 .PHONY: test
 test: ## run every test
 	GOGC=$(TOOLS_GOGC) $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target vet verify-generate test-tools
-	$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 $(LONG_SUITES) ./...
+	@rm -f $(TEST_BENCHMARK_LINES)
+	@status=0; $(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) BENCHMARK_LINES=$(abspath $(TEST_BENCHMARK_LINES)) \
+	  $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 $(LONG_SUITES) ./... || status=$$?; \
+	if [ -s $(TEST_BENCHMARK_LINES) ]; then \
+	  echo; echo "What the tests measured (figures, not assertions; also in $(TEST_BENCHMARK_LINES)):"; \
+	  sort -s -k1,1 $(TEST_BENCHMARK_LINES); \
+	fi; \
+	exit $$status
 	GOGC=$(TOOLS_GOGC) $(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# TEST_BENCHMARK_LINES collects the benchmark lines the tests print
+# (testutil.Benchmark): go test shows a passing package's output only with
+# -v, so make test prints them from here once the tests end.
+TEST_BENCHMARK_LINES := $(CACHE)/test-benchmarks.txt
 
 # TOOLS_JOBS is how many programs make test builds at once (and vets and
 # checks the generated files beside them), so that a download, a link (one

@@ -138,7 +138,7 @@ func TestStableNamesKeepKeys(t *testing.T) {
 		})
 	}
 	for _, l := range lines {
-		fmt.Println(l)
+		testutil.PrintBenchmarkLine(l)
 	}
 }
 

@@ -205,7 +205,7 @@ func printTimings() {
 	}
 	fmt.Println("e2e timings (seconds on this machine; figures, not assertions):")
 	for _, tm := range timings.list {
-		fmt.Println(tm)
+		testutil.PrintBenchmarkLine(tm.String())
 	}
 }
 

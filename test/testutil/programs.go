@@ -58,14 +58,40 @@ func Installed(t testing.TB, name, forWhat string) string {
 }
 
 // Benchmark prints a figure a test measured as a line benchstat reads,
-// "BenchmarkName 1 VALUE UNIT [VALUE UNIT]...", on the standard output,
-// where it shows with or without -v and is not wrapped in t.Log's file
-// and line. name is the whole benchmark name, Benchmark included (the
-// READMEs and BENCHMARKS.md quote it); format and args are the values and
-// their units. A figure is printed, never asserted: a loaded machine is
-// slower. A real benchmark (testing.B) reports with b.ReportMetric instead.
+// "BenchmarkName 1 VALUE UNIT [VALUE UNIT]...", with PrintBenchmarkLine.
+// name is the whole benchmark name, Benchmark included (the READMEs and
+// BENCHMARKS.md quote it); format and args are the values and their
+// units. A figure is printed, never asserted: a loaded machine is slower.
+// A real benchmark (testing.B) reports with b.ReportMetric instead.
 func Benchmark(name, format string, args ...any) {
-	fmt.Println(BenchmarkLine(name, format, args...))
+	PrintBenchmarkLine(BenchmarkLine(name, format, args...))
+}
+
+// EnvBenchmarkLines names the file PrintBenchmarkLine appends each line
+// to. go test shows a passing package's output only with -v, so make test
+// sets it and prints the file once the tests end.
+const EnvBenchmarkLines = "BENCHMARK_LINES"
+
+// PrintBenchmarkLine prints a benchmark line on the standard output (not
+// wrapped in t.Log's file and line) and appends it to the file
+// $BENCHMARK_LINES names, if it names one: one write of a whole line,
+// which the packages go test runs at once append to without interleaving.
+func PrintBenchmarkLine(line string) {
+	fmt.Println(line)
+	path := os.Getenv(EnvBenchmarkLines)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err == nil {
+		_, err = f.WriteString(line + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testutil: keeping a benchmark line in $%s: %v\n", EnvBenchmarkLines, err)
+	}
 }
 
 // BenchmarkLine is the line Benchmark prints, for a test that collects its

@@ -1,6 +1,10 @@
 package testutil
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestBenchmarkLine(t *testing.T) {
 	tests := []struct {
@@ -32,4 +36,23 @@ func TestBenchmarkLineRefusesOtherNames(t *testing.T) {
 		}
 	}()
 	BenchmarkLine("Kill", "%d ms", 1)
+}
+
+// TestPrintBenchmarkLine checks that the lines are kept in the file
+// $BENCHMARK_LINES names, each whole, after what was there.
+func TestPrintBenchmarkLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lines.txt")
+	if err := os.WriteFile(path, []byte("BenchmarkEarlier 1 1 s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvBenchmarkLines, path)
+	Benchmark("BenchmarkKept/a b", "%d ms", 7)
+	PrintBenchmarkLine("BenchmarkKept/c 1 2 s")
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "BenchmarkEarlier 1 1 s\nBenchmarkKept/a-b 1 7 ms\nBenchmarkKept/c 1 2 s\n"; string(got) != want {
+		t.Errorf("the file holds %q, want %q", got, want)
+	}
 }

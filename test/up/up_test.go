@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	if len(timings) > 0 {
 		fmt.Println("make up timings (seconds on this machine; figures, not assertions):")
 		for _, line := range timings {
-			fmt.Println(line)
+			testutil.PrintBenchmarkLine(line)
 		}
 	}
 	os.Exit(code)
