@@ -56,7 +56,7 @@ func TestGrowth(t *testing.T) {
 				return fmt.Sprintf(`{"size":%d,"proxy":{"enabled":true}}`, size)
 			}
 			k := newCluster(t, "grow", spec(3), 3, tt.proxyIP)
-			load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+			load := steadyLoad(k.proxy.Addr())
 			fillThroughProxy(t, load)
 			load.Start()
 			defer load.Stop()
@@ -155,7 +155,7 @@ func TestGrowThenShrink(t *testing.T) {
 		return fmt.Sprintf(`{"size":%d,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, size)
 	}
 	k := newCluster(t, "regrow", spec(3), 3, "127.0.21.15")
-	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+	load := steadyLoad(k.proxy.Addr())
 	fillThroughProxy(t, load)
 	load.Start()
 	defer load.Stop()

@@ -53,6 +53,11 @@ const (
 	rate      = 2000
 )
 
+// steadyLoad is the load above, sent to addr.
+func steadyLoad(addr string) *dataplane.Load {
+	return &dataplane.Load{Addr: addr, Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+}
+
 // cluster is a Memcached whose Pods run here, with the agent and the
 // proxy.
 type cluster struct {
@@ -284,7 +289,7 @@ func TestRollingReplacement(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			k := newCluster(t, "roll", tt.spec, 3, tt.proxyIP)
-			load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+			load := steadyLoad(k.proxy.Addr())
 			if err := load.Fill(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +352,7 @@ func TestRollingReplacement(t *testing.T) {
 func TestScaleDown(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "shrink", `{"size":4,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 4, "127.0.21.3")
-	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+	load := steadyLoad(k.proxy.Addr())
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +395,7 @@ func TestScaleDown(t *testing.T) {
 func TestKilledWithoutGrace(t *testing.T) {
 	t.Parallel()
 	k := newCluster(t, "lost", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "127.0.21.4")
-	load := &dataplane.Load{Addr: k.proxy.Addr(), Keys: keys, ValueSize: valueSize, SetShare: setShare, Workers: workers, Rate: rate}
+	load := steadyLoad(k.proxy.Addr())
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)
 	}
