@@ -126,21 +126,25 @@ func TestTermination(t *testing.T) {
 	sleep := time.Duration(plain.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds) * time.Second
 	const handoff = 10 * time.Second
 	keepWarm := fmt.Sprintf(`{"rollout":{"keepWarm":true,"handoffSeconds":%d}}`, int(handoff.Seconds()))
-	// The preStop's end in each case must be in [from, to). The item is
-	// set a moment after Terminate starts the preStop: the lower bound
-	// allows that much. The keepWarm preStop counts handoffSeconds with
-	// date +%s, in whole seconds: it may stop up to a second early.
-	const started = 500 * time.Millisecond
 	tests := []struct {
 		name string
 		spec string
 		// doneAt is when the test sets the done item, 0 for never.
-		doneAt   time.Duration
+		doneAt time.Duration
+		// The preStop's end, counted from its start, must be in
+		// [from, to); with doneAt, in [0, to) counted from the moment
+		// the item was set, which a loaded machine makes later than
+		// doneAt. The keepWarm preStop counts handoffSeconds with
+		// date +%s, in whole seconds, from its first reading after the
+		// sleep: it ends on the first poll at or after the second that
+		// reading plus handoffSeconds names, which is more than
+		// handoffSeconds less a second after it, and less than
+		// handoffSeconds and a poll period.
 		from, to time.Duration
 	}{
 		{name: "plain", spec: `{}`, from: sleep, to: sleep + terminateSlack},
-		{name: "keepWarm, done", spec: keepWarm, doneAt: sleep + 3*time.Second, from: sleep + 3*time.Second - started, to: sleep + 3*time.Second + handoffPollSlack},
-		{name: "keepWarm, never done", spec: keepWarm, from: sleep + handoff - time.Second, to: sleep + handoff + handoffPollSlack},
+		{name: "keepWarm, done", spec: keepWarm, doneAt: sleep + 3*time.Second, to: handoffPollPeriod + handoffPollSlack},
+		{name: "keepWarm, never done", spec: keepWarm, from: sleep + handoff - time.Second, to: sleep + handoff + handoffPollPeriod + handoffPollSlack},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,12 +161,15 @@ func TestTermination(t *testing.T) {
 			if got, _ := c.mustGet(t, "item"); got != "kept" {
 				t.Errorf("during the preStop's sleep: item = %q, want it served", got)
 			}
+			var setFrom, setTo time.Time // the done item's set, sent and answered
 			if tt.doneAt > 0 {
 				time.Sleep(time.Until(begin.Add(tt.doneAt)))
 				if got, _ := c.mustGet(t, "item"); got != "kept" {
 					t.Errorf("while the preStop waits for the hand-off: item = %q, want it served", got)
 				}
+				setFrom = time.Now()
 				c.set(t, contract.DoneKey, "1")
+				setTo = time.Now()
 			}
 			term := <-ended
 			t.Logf("%s", term)
@@ -170,7 +177,19 @@ func TestTermination(t *testing.T) {
 			if !m.PreStopRan || m.PreStopTimedOut || m.PreStopExitCode != 0 {
 				t.Errorf("preStop ran %v, timed out %v, exit %d (%s); want it run to its end", m.PreStopRan, m.PreStopTimedOut, m.PreStopExitCode, m.PreStopOutput)
 			}
-			if m.PreStop < tt.from || m.PreStop >= tt.to {
+			if tt.doneAt > 0 {
+				// The preStop started at or after term.Start and ended
+				// before SIGTERM: at the latest, term.Start+Signaled; at
+				// the earliest, term.Start+PreStop. Each bound is held
+				// to the side that cannot fail for that uncertainty.
+				latest, earliest := term.Start.Add(m.Signaled), term.Start.Add(m.PreStop)
+				if latest.Before(setFrom) || m.PreStop < sleep {
+					t.Errorf("the preStop ended at %v, %v before the done item was set: want it to wait past its %v sleep for the item", m.PreStop.Round(time.Millisecond), setFrom.Sub(latest).Round(time.Millisecond), sleep)
+				}
+				if got := earliest.Sub(setTo); got >= tt.to {
+					t.Errorf("the preStop ended %v after the done item was set, want within %v", got.Round(time.Millisecond), tt.to)
+				}
+			} else if m.PreStop < tt.from || m.PreStop >= tt.to {
 				t.Errorf("the preStop ended at %v, want from %v to %v", m.PreStop.Round(time.Millisecond), tt.from, tt.to)
 			}
 			if m.Signal != syscall.SIGTERM || m.Signaled-m.PreStop > terminateSlack {
@@ -189,11 +208,14 @@ func TestTermination(t *testing.T) {
 	}
 }
 
-// Slack for the timings above: the keepWarm preStop asks memcached once a
-// second, each time with an nc that may wait; a loaded machine adds more.
+// Slack for the timings above. The keepWarm preStop asks memcached once
+// a poll period (a sleep 1 between two asks); each ask is a date, an nc
+// and a fork or two, which a loaded machine slows, and so is the exec
+// that starts the preStop.
 const (
-	terminateSlack   = 1500 * time.Millisecond
-	handoffPollSlack = 3 * time.Second
+	terminateSlack    = 1500 * time.Millisecond
+	handoffPollPeriod = time.Second
+	handoffPollSlack  = 2 * time.Second
 )
 
 // TestKill loses a Pod without grace, one with keepWarm: no preStop runs,

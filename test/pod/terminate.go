@@ -28,6 +28,9 @@ const (
 type Termination struct {
 	// Grace is the Pod's terminationGracePeriodSeconds (0 for Kill).
 	Grace time.Duration
+	// Start is when the termination started, for a test to place the
+	// durations below among its own events.
+	Start time.Time
 	// Took is from the start of termination until the last container
 	// had exited.
 	Took time.Duration
@@ -162,7 +165,7 @@ func (p *Pod) Terminate() Termination {
 	}
 	order := newOrdering(p.spec, containers)
 	start := time.Now()
-	out := Termination{Grace: time.Duration(grace) * time.Second, Containers: make([]ContainerTermination, len(containers))}
+	out := Termination{Grace: time.Duration(grace) * time.Second, Start: start, Containers: make([]ContainerTermination, len(containers))}
 	var wg sync.WaitGroup
 	for i, r := range containers {
 		wg.Add(1)
@@ -289,7 +292,7 @@ func (p *Pod) Kill() Termination {
 	p.t.Helper()
 	containers := p.running()
 	start := time.Now()
-	out := Termination{Containers: make([]ContainerTermination, len(containers))}
+	out := Termination{Start: start, Containers: make([]ContainerTermination, len(containers))}
 	for _, r := range containers {
 		r.ctr.proc.killMembers()
 	}
