@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +170,23 @@ func (f *fixture) change(step string, edit func()) v1alpha1.SlotTable {
 	}
 	f.alive(step)
 	return after
+}
+
+// waitCron waits until the proxy's cron (proxy.lua's poll of the pool
+// file, once a second) has run n more times.
+func (f *fixture) waitCron(step string, n int) {
+	f.t.Helper()
+	runs := func() int {
+		v, err := strconv.Atoi(f.proxy.Stats(f.t)["proxy_config_cron_runs"])
+		if err != nil {
+			f.t.Fatalf("%s: proxy_config_cron_runs: %v", step, err)
+		}
+		return v
+	}
+	from := runs()
+	if !dataplane.WaitFor(time.Duration(n)*time.Second+10*time.Second, func() bool { return runs() >= from+n }) {
+		f.t.Fatalf("%s: the proxy's cron did not run %d times (proxy_config_cron_runs %d)\n%s", step, n, runs(), f.proxy.Log())
+	}
 }
 
 // alive checks that the proxy is the one started and answers.
@@ -384,7 +402,12 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 			t.Fatalf("%s: the agent did not refuse it (%s %s)", bad.name, name, was)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // a proxy cron run, at least
+	// The agent is done with both (it refuses instead of writing); a
+	// pool file written anyway would be the proxy's at its next poll.
+	// Wait for two more runs of the proxy's once-a-second cron: the
+	// second began after the refusals, and a reload it scheduled ran
+	// before the third.
+	f.waitCron("after a broken and a foreign Memcached", 3)
 	if after, err := os.Stat(f.proxy.PoolFile); err != nil || !os.SameFile(before, after) {
 		t.Errorf("the pool file was replaced after a broken and a foreign Memcached: %v", err)
 	}
