@@ -163,7 +163,9 @@ func TestMemoryLimitHolds(t *testing.T) {
 			held := holdConnections(t, p, n, wrap)
 			// The hash table grows once a second and keeps the old table
 			// until every item has moved: wait until it is done.
-			pod.WaitFor(30*time.Second, func() bool { return c.stats(t, "stats")["hash_is_expanding"] == "0" })
+			if !pod.WaitFor(30*time.Second, func() bool { return c.stats(t, "stats")["hash_is_expanding"] == "0" }) {
+				t.Fatalf("the hash table is still growing after 30 s: the peak would not be the peak")
+			}
 			st := c.stats(t, "stats")
 			peak := vmHWM(t, pid)
 			t.Logf("-m %d, %d connections (%d in the middle of a set), %s items: peak RSS %.1f MiB, limit %d MiB (%.2fx); evictions %s, hash_power_level %s",

@@ -35,8 +35,18 @@ func TestRefusalsAreWhatMemcachedDoes(t *testing.T) {
 			}
 		}},
 		{name: "binary protocol with metrics", spec: `{"metrics":{"enabled":true},"memcached":{"extraArgs":["-B","binary"]}}`, check: func(t *testing.T, p *pod.Pod) {
-			time.Sleep(2 * time.Second)
-			if got := scrape(t, p, memcached.ExporterPort)["memcached_up"]; got != "0" {
+			// memcached listens before the scrape: memcached_up 0 then
+			// says that the exporter cannot read it, not that it has
+			// not started yet.
+			waitListening(t, p, memcached.Port)
+			var metrics map[string]string
+			if !pod.WaitFor(20*time.Second, func() bool {
+				metrics = scrape(t, p, memcached.ExporterPort)
+				return metrics["memcached_up"] != ""
+			}) {
+				t.Fatalf("the exporter reports no memcached_up:\n%s", p.Container("exporter").Output())
+			}
+			if got := metrics["memcached_up"]; got != "0" {
 				t.Errorf("memcached_up = %q, want 0: the exporter speaks the text protocol", got)
 			}
 		}},
