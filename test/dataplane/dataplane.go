@@ -45,7 +45,9 @@ type Memcached struct {
 }
 
 // StartMemcached starts memcached on ip:11211 with args (beside -p and
-// -l), waits until it answers, and stops it when the test ends.
+// -l), waits until it answers there itself (not a process that held the
+// address already, while this one exits unable to bind), and stops it
+// when the test ends.
 func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 	t.Helper()
 	bin := testutil.Program(t, EnvMemcached, "memcached 1.6.45")
@@ -63,10 +65,18 @@ func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 	go func() { _ = m.cmd.Wait(); close(m.done) }()
 	t.Cleanup(m.Kill)
 	deadline := time.Now().Add(10 * time.Second)
+	why := "nothing answers there"
 	for {
 		if c, err := net.DialTimeout("tcp", m.Addr(), time.Second); err == nil {
 			c.Close()
-			return m
+			ours, err := testutil.Listens(m.cmd.Process.Pid, m.Addr())
+			if ours {
+				return m
+			}
+			why = "another process answers there"
+			if err != nil {
+				why = "cannot tell which process answers there: " + err.Error()
+			}
 		}
 		select {
 		case <-m.done:
@@ -74,7 +84,7 @@ func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dataplane: memcached on %s does not answer: %s", ip, m.out.String())
+			t.Fatalf("dataplane: memcached on %s does not answer: %s; it wrote: %s", ip, why, m.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
