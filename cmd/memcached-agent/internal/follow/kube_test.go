@@ -46,9 +46,14 @@ func TestKubeFollowsStatus(t *testing.T) {
 			t.Fatalf("the API server does not serve Memcacheds 60 s after the CRD was applied: %v\n%s", err, stderr)
 		}
 	}
-	kubectl("", "create", "namespace", "follow")
+	// A namespace of this run's own: the API server is shared by every
+	// run of -count, and no controller deletes a namespace in it.
+	ns, stderr, err := c.KubectlStdin([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {generateName: follow-}\n"), "create", "-f", "-", "-o", "jsonpath={.metadata.name}")
+	if err != nil || ns == "" {
+		t.Fatalf("creating a namespace: %v\n%s", err, stderr)
+	}
 	for _, name := range []string{"cache", "other"} {
-		kubectl(fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: %s, namespace: follow}\nspec: {size: 1}\n", name), "apply", "-f", "-")
+		kubectl(fmt.Sprintf("apiVersion: cache.example.com/v1alpha1\nkind: Memcached\nmetadata: {name: %s, namespace: %s}\nspec: {size: 1}\n", name, ns), "apply", "-f", "-")
 	}
 	setStatus := func(name string, version int64, ips ...string) {
 		t.Helper()
@@ -57,7 +62,7 @@ func TestKubeFollowsStatus(t *testing.T) {
 			slots = append(slots, fmt.Sprintf(`{"slot":%d,"pod":"%s-%d","ip":%q,"state":"Serving"}`, i, name, i, ip))
 		}
 		patch := fmt.Sprintf(`{"status":{"slotTable":{"version":%d,"slots":[%s]}}}`, version, strings.Join(slots, ","))
-		kubectl("", "-n", "follow", "patch", "memcached", name, "--subresource=status", "--type=merge", "-p", patch)
+		kubectl("", "-n", ns, "patch", "memcached", name, "--subresource=status", "--type=merge", "-p", patch)
 	}
 	setStatus("cache", 100, "10.0.0.1")
 
@@ -71,7 +76,7 @@ func TestKubeFollowsStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- follow.Kube(ctx, cfg, "follow", "cache", pub, errs.count, slog.New(slog.DiscardHandler))
+		done <- follow.Kube(ctx, cfg, ns, "cache", pub, errs.count, slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() {
 		cancel()

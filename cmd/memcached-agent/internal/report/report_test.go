@@ -123,15 +123,17 @@ func TestKube(t *testing.T) {
 		}
 		return out
 	}
-	kubectl("", "create", "namespace", "report")
+	// A namespace of this run's own: the API server is shared by every
+	// run of -count, and no controller deletes a namespace in it.
+	ns := kubectl("apiVersion: v1\nkind: Namespace\nmetadata: {generateName: report-}\n", "create", "-f", "-", "-o", "jsonpath={.metadata.name}")
 	// The hook's ConfigMap has no data; another writer's key must stay.
-	kubectl("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cache-agent, namespace: report}\n", "apply", "-f", "-")
-	kubectl("", "-n", "report", "patch", "configmap", "cache-agent", "--type=merge", "-p", `{"data":{"other":"x"}}`)
+	kubectl("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cache-agent, namespace: "+ns+"}\n", "apply", "-f", "-")
+	kubectl("", "-n", ns, "patch", "configmap", "cache-agent", "--type=merge", "-p", `{"data":{"other":"x"}}`)
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := NewKube(cfg, "report", "cache", "cache-agent-7d9f-abcde")
+	k, err := NewKube(cfg, ns, "cache", "cache-agent-7d9f-abcde")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestKube(t *testing.T) {
 			var cm struct {
 				Data map[string]string `json:"data"`
 			}
-			if err := json.Unmarshal([]byte(kubectl("", "-n", "report", "get", "configmap", "cache-agent", "-o", "json")), &cm); err != nil {
+			if err := json.Unmarshal([]byte(kubectl("", "-n", ns, "get", "configmap", "cache-agent", "-o", "json")), &cm); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]string{"other": "x"}
@@ -162,7 +164,7 @@ func TestKube(t *testing.T) {
 	if err := k.Event(context.Background(), true, "HandoffFailed", "it failed"); err != nil {
 		t.Fatal(err)
 	}
-	out := kubectl("", "-n", "report", "get", "events", "--field-selector",
+	out := kubectl("", "-n", ns, "get", "events", "--field-selector",
 		"involvedObject.kind=Memcached,involvedObject.name=cache,involvedObject.uid=0b6d2f2e-5a61-4c55-9a0e-2d3c6f1a7e11",
 		"-o", `jsonpath={range .items[*]}{.type} {.reason} {.source.component} {.reportingComponent} {.reportingInstance}: {.message}{"\n"}{end}`)
 	for _, want := range []string{
@@ -178,7 +180,7 @@ func TestKube(t *testing.T) {
 	k.configMap = "missing-agent"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := k.Report(ctx, "cache-b", v1alpha1.HandoffProgress{State: "Done"}); err == nil || !strings.Contains(err.Error(), "report/missing-agent") {
+	if err := k.Report(ctx, "cache-b", v1alpha1.HandoffProgress{State: "Done"}); err == nil || !strings.Contains(err.Error(), ns+"/missing-agent") {
 		t.Errorf("Report to a missing ConfigMap: %v", err)
 	}
 }
