@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,19 +37,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// This package's memcacheds listen on 127.20.2.N:11211 (the hand-offs
-// name addresses, and memcached's port).
-var lastIP struct {
-	sync.Mutex
-	n int
-}
+// This package's memcacheds listen on memcached's port of loopback
+// addresses of its block (testutil.Loopback; the hand-offs name
+// addresses, and memcached's port), each lent to a test until it ends.
+var block = testutil.Loopback("cmd/memcached-agent")
 
 func nextIP(t *testing.T) string {
 	t.Helper()
-	lastIP.Lock()
-	defer lastIP.Unlock()
-	lastIP.n++
-	return fmt.Sprintf("127.20.2.%d", lastIP.n)
+	return block.Lend(t)
 }
 
 // startMemcached runs memcached 1.6.45 on ip:11211, or skips naming what
@@ -70,12 +65,20 @@ func startMemcached(t *testing.T, ip string, memoryMB int) string {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	addr := net.JoinHostPort(ip, "11211")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		// Answered at its address, and by itself: not by a process that
+		// held the address already, while this one exits unable to bind.
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
 			c.Close()
-			return addr
+			var ours bool
+			if ours, err = testutil.Listens(cmd.Process.Pid, addr); ours {
+				return addr
+			} else if err == nil {
+				err = errors.New("another process answers there")
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("memcached did not listen on %s: %s", addr, stderr.String())
+			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", addr, err, stderr.String())
 		}
 	}
 }

@@ -20,19 +20,16 @@ import (
 	"github.com/example/memcached-operator/test/testutil"
 )
 
-// The tests run memcached on 127.20.1.N:11211 (port 11211 because the
-// hand-offs name only addresses): every 127/8 address is the loopback on
-// Linux, and 127.20.1/24 is this package's alone, so that packages tested
-// in parallel never meet.
-var lastIP atomic.Int32
+// The tests run memcached on port 11211 (the hand-offs name only
+// addresses) of loopback addresses of this package's block
+// (testutil.Loopback), so that packages tested in parallel never meet;
+// nextIP lends one to t until it ends, so that -count=N runs in the
+// block's 254 addresses.
+var block = testutil.Loopback("cmd/memcached-agent/internal/handoff")
 
 func nextIP(t *testing.T) string {
 	t.Helper()
-	n := lastIP.Add(1)
-	if n > 254 {
-		t.Fatal("out of 127.20.1.N addresses")
-	}
-	return fmt.Sprintf("127.20.1.%d", n)
+	return block.Lend(t)
 }
 
 // server is a memcached process.
@@ -59,10 +56,17 @@ func startServer(t testing.TB, ip string, memoryMB int, args ...string) *server 
 	t.Cleanup(s.kill)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		// Answered at its address, and by itself: not by a process that
+		// held the address already, while this one exits unable to bind.
 		c, err := net.Dial("tcp", s.addr)
 		if err == nil {
 			c.Close()
-			return s
+			var ours bool
+			if ours, err = testutil.Listens(cmd.Process.Pid, s.addr); ours {
+				return s
+			} else if err == nil {
+				err = errors.New("another process answers there")
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", s.addr, err, s.stderr.String())
