@@ -1,7 +1,10 @@
 package handoff
 
 import (
+	"context"
+	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +20,12 @@ import (
 // done each key must read, from the new owner, the last value a write of
 // it was acknowledged with.
 //
-// With a settle longer than the client takes to move, the copy reads the
-// leaving Pod after its last write: nothing is lost, and the key written on
-// the new owner is left as it is (add mode). When the client moves only
+// The copy reaches for the leaving Pod no sooner than the settle after the
+// hand-off appeared; a client that moves by then loses nothing. The first
+// case has the client move at the last moment the settle gives it: as the
+// copy, its settle over, reaches for the leaving Pod (held there until the
+// client has moved, as a loaded machine may hold it), and the key written
+// on the new owner is left as it is (add mode). When the client moves only
 // after the copy (what a settle of 0 leaves to chance), every write the
 // leaving Pod took after the copy read its key is lost to the older value
 // the copy handed on: the test counts those stale keys exactly, to show
@@ -30,8 +36,13 @@ func TestSettle(t *testing.T) {
 		name   string
 		settle time.Duration
 		// moved tells, between two rounds of writes, whether the client
-		// moves to the new owner now; copied: the copy reported its end.
-		moved func(since time.Duration, copied bool) bool
+		// moves to the new owner now: reached, the copy has reached for
+		// the leaving Pod (its settle is over); copied, it reported its
+		// end.
+		moved func(reached, copied bool) bool
+		// hold keeps the copy from the leaving Pod until the client has
+		// moved.
+		hold bool
 		// wantStale are the keys the new owner serves older than their
 		// last acknowledged write; wantItems and wantSkipped, the copy's
 		// report.
@@ -39,13 +50,14 @@ func TestSettle(t *testing.T) {
 	}{{
 		name:        "the copy waits out the client's move",
 		settle:      time.Second,
-		moved:       func(since time.Duration, _ bool) bool { return since >= 300*time.Millisecond },
+		moved:       func(reached, _ bool) bool { return reached },
+		hold:        true,
 		wantItems:   keys - 1,
 		wantSkipped: 1,
 	}, {
 		name:      "the client moves after the copy",
 		settle:    0,
-		moved:     func(_ time.Duration, copied bool) bool { return copied },
+		moved:     func(_, copied bool) bool { return copied },
 		wantStale: keys - 1,
 		wantItems: keys,
 	}}
@@ -68,14 +80,43 @@ func TestSettle(t *testing.T) {
 				write(from, i)
 			}
 
+			// reached is closed, and reachedAt set, when the copy first
+			// dials the leaving Pod: its settle is over. moved is closed
+			// once the client has moved.
+			reached, moved := make(chan struct{}), make(chan struct{})
+			var reachedAt time.Time
+			var once sync.Once
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == src.addr {
+					once.Do(func() {
+						reachedAt = time.Now()
+						close(reached)
+						if tt.hold {
+							select {
+							case <-moved:
+							case <-ctx.Done():
+							}
+						}
+					})
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
 			rec := newRecorder()
 			// Without forwarding (TestForwarded covers it), which would
 			// hand on the source's later writes too: this measures what
 			// the settle alone keeps out.
-			r, _ := newRunner(t, "agent-a", rec, Options{Settle: tt.settle, noForward: true})
+			r, _ := newRunner(t, "agent-a", rec, Options{Settle: tt.settle, noForward: true, Dial: dial})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			start := time.Now()
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			isReached := func() bool {
+				select {
+				case <-reached:
+					return true
+				default:
+					return false
+				}
+			}
 			copied := func() bool {
 				rec.mu.Lock()
 				defer rec.mu.Unlock()
@@ -87,17 +128,22 @@ func TestSettle(t *testing.T) {
 			deadline := start.Add(30 * time.Second)
 			for moving := false; !moving; {
 				if time.Now().After(deadline) {
-					t.Fatal("the client did not move within 30 s (the copy never ended)")
+					t.Fatal("the client did not move within 30 s (the copy never reached for the leaving Pod, or never ended)")
 				}
-				moving = tt.moved(time.Since(start), copied())
+				moving = tt.moved(isReached(), copied())
 				for i := range keys {
 					write(from, i)
 				}
 			}
 			movedAfter := time.Since(start)
 			write(to, 0)
+			close(moved)
 
 			p := rec.final(t, "cache-old", 30*time.Second)
+			<-reached
+			if d := reachedAt.Sub(start); d < tt.settle {
+				t.Errorf("the copy reached for the leaving Pod %s after the hand-off appeared, within its settle of %s", d, tt.settle)
+			}
 			if p.State != v1alpha1.HandoffDone || p.Items != tt.wantItems || p.Skipped != tt.wantSkipped {
 				t.Errorf("final report %+v, want Done, %d items, %d already there", p, tt.wantItems, tt.wantSkipped)
 			}
