@@ -223,8 +223,14 @@ func handOff(t *testing.T, src, dst *server, opts Options) <-chan *forwardCounts
 // forwarder to end.
 func stopSource(t *testing.T, src *server, ended <-chan *forwardCounts) *forwardCounts {
 	t.Helper()
-	src.cmd.Process.Signal(syscall.SIGKILL)
-	src.cmd.Wait()
+	src.kill()
+	return forwarderEnded(t, ended)
+}
+
+// forwarderEnded waits for the forwarder to end once the source stopped,
+// and returns its counts.
+func forwarderEnded(t *testing.T, ended <-chan *forwardCounts) *forwardCounts {
+	t.Helper()
 	select {
 	case c := <-ended:
 		t.Logf("forwarded %d items, %d deletions; %d gone, %d dropped, %d lost, %d of them cleared",
@@ -519,10 +525,10 @@ func TestForwardAfterAFailure(t *testing.T) {
 }
 
 // TestSourceStopsWithKeysPending: the source's memcached stops while the
-// forwarder, behind (20 ms a set here; a loaded machine in CI), still has
-// keys logged and not yet read. Their last writes died with the source;
-// the successor must not serve the copy's older values of them: each
-// holds its last write or misses.
+// forwarder, behind (here each of its sets held until the source stopped;
+// a loaded machine in CI), still has keys logged and not yet read. Their
+// last writes died with the source; the successor must not serve the
+// copy's older values of them: each holds its last write or misses.
 func TestSourceStopsWithKeysPending(t *testing.T) {
 	src := startServer(t, nextIP(t), 64)
 	dst := startServer(t, nextIP(t), 64)
@@ -532,10 +538,16 @@ func TestSourceStopsWithKeysPending(t *testing.T) {
 	for i := range n {
 		cl.set(key(i), []byte("copied"), 0, 0)
 	}
+	// The forwarder's sets (the copy's are adds, ME) wait until the source
+	// has stopped.
+	stopped := make(chan struct{})
 	dialer := tapDialer(dst.addr, func(c *tapConn) {
 		c.write = func(p []byte) error {
 			if l, _, _ := bytes.Cut(p, []byte("\r\n")); bytes.HasPrefix(l, []byte("ms ")) && !bytes.HasSuffix(l, []byte(" ME")) {
-				time.Sleep(20 * time.Millisecond)
+				select {
+				case <-stopped:
+				case <-time.After(30 * time.Second):
+				}
 			}
 			return nil
 		}
@@ -567,7 +579,9 @@ func TestSourceStopsWithKeysPending(t *testing.T) {
 			seen++
 		}
 	}
-	c := stopSource(t, src, ended)
+	src.kill()
+	close(stopped)
+	c := forwarderEnded(t, ended)
 	if c.cleared.Load() == 0 {
 		t.Errorf("cleared no key: the forwarder was not behind when the source stopped (forwarded %d of %d)", c.stored.Load(), n)
 	}
