@@ -1,7 +1,9 @@
 package handoff
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -124,6 +126,15 @@ func TestReplaced(t *testing.T) {
 	const filler = 2500
 	wantBytes += fill(t, src.addr, "filler", filler, func(i int) int { return 10 + i%500 }, 0)
 
+	// The TTLs as they are just before the copy.
+	ttlBefore := map[string]int64{}
+	for _, tt := range tests {
+		if tt.ttl != 0 {
+			g, _ := from.get(wire(tt.key, tt.binary))
+			ttlBefore[tt.name] = g.ttl
+		}
+	}
+
 	rec := newRecorder()
 	// An item is deleted once the dump has listed it, before it is read.
 	var mu sync.Mutex
@@ -141,6 +152,8 @@ func TestReplaced(t *testing.T) {
 	h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 	p := rec.final(t, "cache-old", 60*time.Second)
+	// The copy's Event follows its last report.
+	rec.wait(t, "the copy's Event", 10*time.Second, func(r *recorder) bool { return len(r.events) > 0 })
 	mu.Lock()
 	if len(listed) != len(deleted) {
 		t.Errorf("deleted %v after the dump listed them, want %v", listed, deleted)
@@ -183,8 +196,19 @@ func TestReplaced(t *testing.T) {
 			if g.flags != tt.flags {
 				t.Errorf("flags %d, want %d", g.flags, tt.flags)
 			}
-			if d := g.ttl - s.ttl; s.ttl == -1 && g.ttl != -1 || d < -1 || d > 1 {
-				t.Errorf("remaining TTL %d on the destination, %d on the source", g.ttl, s.ttl)
+			// The remaining TTL is the source's: memcached counts it in
+			// whole seconds, each process from its own start, so the
+			// destination's is at most what the source's was just before
+			// the copy, and at least what it is now less the second the
+			// two clocks may tick apart. A Unix time (over 30 days) the
+			// copy writes from its own clock, which runs up to a second
+			// or two apart from either memcached's.
+			lowest, highest := s.ttl-1, ttlBefore[tt.name]
+			if tt.ttl > maxRelativeTTL {
+				lowest, highest = s.ttl-2, highest+2
+			}
+			if s.ttl == -1 && g.ttl != -1 || s.ttl != -1 && (g.ttl < lowest || g.ttl > highest) {
+				t.Errorf("remaining TTL %d on the destination, %d on the source (%d before the copy): want -1 for none, else %d to %d", g.ttl, s.ttl, ttlBefore[tt.name], lowest, highest)
 			}
 		})
 	}
@@ -225,14 +249,18 @@ func TestReplaced(t *testing.T) {
 		t.Errorf("observed %d items, %d bytes; want %d, %d", m.items.Load(), m.bytes.Load(), wantItems, wantBytes)
 	}
 
-	// The same status again starts nothing: each copy runs once.
+	// The same status again starts nothing: each copy runs once. Update
+	// decides at once (it starts a copy, and never waits for one): the
+	// runner still holds the job that ran, and no other.
+	r.mu.Lock()
+	ran := r.jobs["cache-old"]
+	r.mu.Unlock()
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
-	time.Sleep(300 * time.Millisecond)
-	rec.mu.Lock()
-	if len(rec.events) != 1 {
-		t.Errorf("the same status ran the copy again: %q", rec.events)
+	r.mu.Lock()
+	if again := r.jobs["cache-old"]; ran == nil || again != ran {
+		t.Errorf("the same status started the copy again (job %p, then %p)", ran, again)
 	}
-	rec.mu.Unlock()
+	r.mu.Unlock()
 	// Its entry gone, its report goes too.
 	r.Update(nil, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 	rec.wait(t, "the report forgotten", 5*time.Second, func(r *recorder) bool { return slices.Contains(r.forgot, "cache-old") })
@@ -279,6 +307,8 @@ func TestPlaced(t *testing.T) {
 			}
 			r.Update([]v1alpha1.Handoff{h}, table)
 			p := rec.final(t, contract.ReportKey(h), 60*time.Second)
+			// The copy's Event follows its last report.
+			rec.wait(t, "the copy's Event", 10*time.Second, func(r *recorder) bool { return len(r.events) > 0 })
 
 			clients := []*client{newClient(t, a.addr), newClient(t, b.addr), newClient(t, c.addr)}
 			var wantItems, homeless int64
@@ -440,49 +470,37 @@ func TestTwoRunners(t *testing.T) {
 	hs := []v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}}
 	a.Update(hs, table)
 	b.Update(hs, table)
-	deadline := time.Now().Add(30 * time.Second)
+	// Each ends on the copier's report: the copier once it is done, the
+	// other once it finds the copy done (it looks every fifth of the
+	// lock's TTL), sending that report again (the copier might have died
+	// before it sent it). The copier's Event follows its report; the
+	// other sends none.
 	var reports []v1alpha1.HandoffProgress
-	for len(reports) == 0 || reports[0].State != "Done" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no agent finished: %+v", reports)
-		}
-		time.Sleep(10 * time.Millisecond)
-		reports = nil
+	for _, rec := range []*recorder{recA, recB} {
+		reports = append(reports, rec.final(t, "cache-old", 30*time.Second))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	events := func() []string {
+		var events []string
 		for _, rec := range []*recorder{recA, recB} {
 			rec.mu.Lock()
-			if p, ok := rec.last["cache-old"]; ok {
-				reports = append(reports, p)
-			}
+			events = append(events, rec.events...)
 			rec.mu.Unlock()
 		}
+		return events
 	}
-	// The other one looks a few more times.
-	time.Sleep(2 * time.Second)
-	reports = nil
-	for _, rec := range []*recorder{recA, recB} {
-		rec.mu.Lock()
-		if p, ok := rec.last["cache-old"]; ok {
-			reports = append(reports, p)
+	for len(events()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no Event 10 s after the copy ended: reports %+v", reports)
 		}
-		rec.mu.Unlock()
-	}
-	// The one that found the copy done sends the copier's report again
-	// (the copier might have died before it sent it), and no Event.
-	if len(reports) == 0 || len(reports) > 2 {
-		t.Fatalf("reports %+v, want the copier's, sent by one agent or both", reports)
+		time.Sleep(10 * time.Millisecond)
 	}
 	for _, p := range reports {
 		if p != reports[0] || p.State != "Done" || p.Items != 2000 || p.Skipped != 0 {
 			t.Errorf("reports %+v, want the copier's in each: Done, 2000 items, none already there", reports)
 		}
 	}
-	var events []string
-	for _, rec := range []*recorder{recA, recB} {
-		rec.mu.Lock()
-		events = append(events, rec.events...)
-		rec.mu.Unlock()
-	}
-	if len(events) != 1 {
+	if events := events(); len(events) != 1 {
 		t.Errorf("events %q, want one: the copier's", events)
 	}
 }
@@ -567,6 +585,10 @@ func TestRefusals(t *testing.T) {
 			}
 			fill(t, src.addr, prefix, count, func(int) int { return 10 }, 0)
 			newClient(t, src.addr).set("large", valueFor("large", 600<<10), 0, 0)
+			var opts Options
+			// busy is closed once the copy has been told the crawler is
+			// busy; release frees the crawler.
+			busy, release := make(chan struct{}), func() {}
 			if tt.busy {
 				d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 					var serr error
@@ -579,22 +601,45 @@ func TestRefusals(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				release = func() { c.Close() }
+				t.Cleanup(release)
 				if _, err := io.WriteString(c, "lru_crawler mgdump hash\r\n"); err != nil {
 					t.Fatal(err)
 				}
-				time.AfterFunc(time.Second, func() { c.Close() })
+				// The dump has begun (its first line), and holds the
+				// crawler before the copy asks for it.
+				c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				if l, err := bufio.NewReaderSize(c, 16).ReadString('\n'); err != nil || l != "OK\r\n" {
+					t.Fatalf("the dump that holds the crawler began %q, %v", l, err)
+				}
+				var once sync.Once
+				opts.Dial = tapDialer(src.addr, func(c *tapConn) {
+					c.read = func(p []byte) {
+						if bytes.HasPrefix(p, []byte("BUSY ")) {
+							once.Do(func() { close(busy) })
+						}
+					}
+				})
 			}
 			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{})
-			start := time.Now()
+			r, _ := newRunner(t, "agent-a", rec, opts)
 			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
 				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			if tt.busy {
+				// Told it is busy, the copy waits and asks again: it has
+				// not ended when the crawler is freed.
+				await(t, busy, 30*time.Second, "the copy to be told the crawler is busy")
+				rec.mu.Lock()
+				p, ok := rec.last["cache-old"]
+				rec.mu.Unlock()
+				if ok && p.State != v1alpha1.HandoffCopying {
+					t.Errorf("the copy ended while the crawler was busy: %+v", p)
+				}
+				release()
+			}
 			p := rec.final(t, "cache-old", 60*time.Second)
 			if got := p.State == "Done"; got != tt.wantDone || !strings.Contains(p.Message, tt.wantMsg) {
 				t.Errorf("final report %+v; want done %v, a message with %q", p, tt.wantDone, tt.wantMsg)
-			}
-			if tt.busy && time.Since(start) < time.Second {
-				t.Errorf("the copy ended in %s, while the crawler was busy for a second", time.Since(start))
 			}
 			if tt.wantDone && p.Items < int64(count) {
 				t.Errorf("%d items handed on, want at least %d", p.Items, count)
@@ -710,10 +755,25 @@ func TestReplacedGoesToTheSlotsHolder(t *testing.T) {
 			other := startServer(t, nextIP(t), 64)
 			fill(t, src.addr, "k", 50, func(int) int { return 10 }, 0)
 			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{Settle: 300 * time.Millisecond})
+			// The copy, its settle over, reaches the source only once the
+			// newer table has landed: not only when the two Updates come
+			// within the settle of each other.
+			landed := make(chan struct{})
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if addr == src.addr {
+					select {
+					case <-landed:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+			r, _ := newRunner(t, "agent-a", rec, Options{Settle: 300 * time.Millisecond, Dial: dial})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			r.Update([]v1alpha1.Handoff{h}, tt.then(dst.ip, other.ip))
+			close(landed)
 			if p := rec.final(t, "cache-old", 30*time.Second); p.State != "Done" || p.Items != int64(tt.wantDst+tt.wantOther) {
 				t.Errorf("final report %+v, want Done with %d items", p, tt.wantDst+tt.wantOther)
 			}
