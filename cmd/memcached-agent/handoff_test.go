@@ -144,6 +144,25 @@ func (m *mc) has(key string) bool {
 	}
 }
 
+// value is key's value, "" when the memcached does not hold it.
+func (m *mc) value(key string) string {
+	m.t.Helper()
+	fmt.Fprintf(m.c, "mg %s v\r\n", key)
+	l := m.line()
+	if l == "EN" {
+		return ""
+	}
+	var n int
+	if _, err := fmt.Sscanf(l, "VA %d", &n); err != nil {
+		m.t.Fatalf("mg %s v: %q", key, l)
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(m.r, b); err != nil {
+		m.t.Fatal(err)
+	}
+	return string(b[:n])
+}
+
 // items is the number of items the memcached holds.
 func (m *mc) items() int {
 	m.t.Helper()
@@ -251,13 +270,11 @@ func TestAgentHandsOff(t *testing.T) {
 		{Pod: "cache-old", IP: srcIP, Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(0))},
 	}))
 	p := startProcess(t, "agent-a", path)
-	time.Sleep(time.Second)
-	if pr, ok := p.progress(t, "cache-old"); ok {
-		t.Errorf("reported %+v on a Waiting hand-off", pr)
-	}
-	if n := dialMC(t, dst).items(); n != 0 {
-		t.Errorf("a Waiting hand-off copied %d items", n)
-	}
+	// The agent serves the status's list before it hands the status's
+	// hand-offs to its runner, in the same read: once it serves this one,
+	// the runner has the Waiting hand-off before the next status. That it
+	// started no copy of it, the log tells once the agent has exited.
+	p.waitLog(t, `msg="serving a new server list"`, "version=1767225600")
 
 	replaced := []v1alpha1.Slot{
 		{Slot: 0, Pod: "cache-new", IP: dstIP, State: v1alpha1.SlotServing},
@@ -302,6 +319,7 @@ func TestAgentHandsOff(t *testing.T) {
 	for _, line := range []string{
 		`memcached_agent_handoff_copies_total{result="done"} 1`,
 		`memcached_agent_handoff_copies_total{result="failed"} 0`,
+		`memcached_agent_handoff_copies_total{result="cancelled"} 0`,
 		"memcached_agent_handoff_items_total 2000",
 		"memcached_agent_handoff_bytes_total 2.048e+08",
 		"memcached_agent_handoff_copy_seconds_count 1",
@@ -323,6 +341,32 @@ func TestAgentHandsOff(t *testing.T) {
 	for _, want := range []string{`msg="handed items on"`, `msg=event reason=HandedOff message="handed on 2000 items (195.3 MiB) from cache-old to cache-new in`} {
 		if !strings.Contains(p.out.String(), want) {
 			t.Errorf("the log has no %s", want)
+		}
+	}
+	// Each copy the runner starts waits out its settle first, and says
+	// so: one did, for the Replaced hand-off, none for the Waiting one.
+	var settles []string
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if strings.Contains(l, `msg="waiting for clients to move to the slot's new owner"`) {
+			settles = append(settles, l)
+		}
+	}
+	if len(settles) != 1 || !strings.Contains(settles[0], "reason=Replaced") {
+		t.Errorf("copies started %q, want one, of the Replaced hand-off", settles)
+	}
+}
+
+// waitLog waits until a line of the process's output holds each of parts.
+func (p *process) waitLog(t *testing.T, parts ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if !slices.ContainsFunc(parts, func(part string) bool { return !strings.Contains(l, part) }) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s logged no line with %q in 20 s:\n%s", p.name, parts, p.out.String())
 		}
 	}
 }
@@ -366,15 +410,17 @@ func TestAgentsShareACopy(t *testing.T) {
 	if pr, ok := waiting.progress(t, "cache-old"); ok {
 		t.Errorf("%s reported %+v while %s copied", waiting.name, pr, copying.name)
 	}
+	// The lock is the copier's as it dies. (After, it lasts until the TTL
+	// since the copier last renewed it, which the test does not know.)
+	if holder := dialMC(t, src).value(handoff.LockKey); holder != copying.name {
+		t.Fatalf("the lock is held by %q as %s is killed, want it", holder, copying.name)
+	}
 	copying.cmd.Process.Kill()
 	<-copying.exited
 	killedAt := time.Now()
 	copied := dialMC(t, dst).items()
 	if copied >= count {
 		t.Fatalf("the copy was over before the kill (%d items)", copied)
-	}
-	if !dialMC(t, src).has(handoff.LockKey) {
-		t.Errorf("the killed agent's lock is gone: the test does not test a take-over")
 	}
 
 	var last v1alpha1.HandoffProgress

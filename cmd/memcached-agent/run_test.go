@@ -294,6 +294,9 @@ func TestRunFromFile(t *testing.T) {
 	if got, _ := ask(t, a.addr, nil, "config get cluster\r\n"); got != "SERVER_ERROR no server list yet\r\n" {
 		t.Errorf("config get cluster before a list: %q", got)
 	}
+	// The follower has found no file (counted once, below) before the test
+	// writes it.
+	waitForMetric(t, admin, `memcached_agent_follow_errors_total{source="file"} 1`)
 
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1", "10.0.0.2"))
 	a.stdout.waitFor(t, "serving a new server list", a.exited)
