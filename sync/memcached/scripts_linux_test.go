@@ -137,19 +137,21 @@ func TestLivenessScript(t *testing.T) {
 		addr     func(t *testing.T) string
 		wantLive bool
 	}{
-		{"memcached answers", func(t *testing.T) string { return dataplane.StartMemcached(t, "127.0.126.1").Addr() }, true},
+		{"memcached answers", func(t *testing.T) string {
+			return dataplane.StartMemcached(t, testutil.Loopback("sync/memcached").IP(1)).Addr()
+		}, true},
 		{"memcached with ASCII authentication answers", func(t *testing.T) string {
-			return dataplane.StartMemcached(t, "127.0.126.2", "-Y", users).Addr()
+			return dataplane.StartMemcached(t, testutil.Loopback("sync/memcached").IP(2), "-Y", users).Addr()
 		}, true},
 		{"a hung memcached takes the connection and answers nothing", func(t *testing.T) string {
-			l, err := net.Listen("tcp", "127.0.126.3:0")
+			l, err := net.Listen("tcp", testutil.Loopback("sync/memcached").IP(3)+":0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { l.Close() })
 			return l.Addr().String()
 		}, false},
-		{"nothing listens", func(t *testing.T) string { return "127.0.126.4:1" }, false},
+		{"nothing listens", func(t *testing.T) string { return testutil.Loopback("sync/memcached").IP(4) + ":1" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -183,13 +185,13 @@ func TestPreStopScript(t *testing.T) {
 		// wantWait: the preStop waits out the hand-off's time.
 		wantWait bool
 	}{
-		{"the hand-off is done", "127.0.126.5", true, false},
-		{"the hand-off is not done", "127.0.126.6", false, true},
+		{"the hand-off is done", testutil.Loopback("sync/memcached").IP(5), true, false},
+		{"the hand-off is not done", testutil.Loopback("sync/memcached").IP(6), false, true},
 		{"memcached is gone", "", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			addr := "127.0.126.7:1"
+			addr := testutil.Loopback("sync/memcached").IP(7) + ":1"
 			if tc.ip != "" {
 				addr = dataplane.StartMemcached(t, tc.ip).Addr()
 			}
@@ -352,7 +354,7 @@ func TestReloadScript(t *testing.T) {
 			return err == nil && string(got) == "alice@"+hostname+":"+password+"\n"
 		}},
 		{"ASCII authentication signals memcached", "ASCII", func(t *testing.T, dir, password string) bool {
-			return asciiLogin(t, "127.0.126.8", "alice", password)
+			return asciiLogin(t, testutil.Loopback("sync/memcached").IP(8), "alice", password)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -373,7 +375,7 @@ func TestReloadScript(t *testing.T) {
 			publish("..v1", "alice:one\n")
 			programs := map[string]string{}
 			if tc.mode == "ASCII" {
-				m := dataplane.StartMemcached(t, "127.0.126.8", "-Y", filepath.Join(dir, "auth", "users"))
+				m := dataplane.StartMemcached(t, testutil.Loopback("sync/memcached").IP(8), "-Y", filepath.Join(dir, "auth", "users"))
 				pidof := filepath.Join(scratchDir(t), "pidof")
 				writeFiles(t, filepath.Dir(pidof), map[string]string{"pidof": fmt.Sprintf("#!%s\necho %d\n", testutil.Installed(t, "sh", "a stand-in pidof"), pidOf(t, m.Addr()))})
 				if err := os.Chmod(pidof, 0o755); err != nil {

@@ -60,8 +60,8 @@ func TestStableNamesKeepKeys(t *testing.T) {
 	var lines []string
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Addresses of this case's own, 127.0.27.(10i+1...10i+4).
-			ip := func(n int) string { return fmt.Sprintf("127.0.27.%d", 10*i+n+1) }
+			// Addresses of this case's own: 10i+1 to 10i+4 of the package's block.
+			ip := func(n int) string { return testutil.Loopback("test/clients").IP(10*i + n + 1) }
 			var pods []*dataplane.Memcached
 			names := map[string]string{}
 			var list []string
@@ -148,7 +148,7 @@ func TestStableNamesKeepKeys(t *testing.T) {
 func TestGetExpect(t *testing.T) {
 	for i, kind := range []clients.Kind{clients.Dskit, clients.Gomemcache, clients.Pymemcache, clients.PHPMemcached, clients.Node} {
 		t.Run(string(kind), func(t *testing.T) {
-			m := dataplane.StartMemcached(t, fmt.Sprintf("127.0.28.%d", i+1))
+			m := dataplane.StartMemcached(t, testutil.Loopback("test/clients stale").IP(i+1))
 			c := clients.Start(t, clients.Options{}, kind, m.Addr())
 			if got := c.SetValue(t, "k-", 50, "g2"); got.OK != 50 {
 				t.Fatalf("set: %+v", got)

@@ -4,13 +4,15 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // TestStaleReads checks the load's count of stale reads against one real
 // memcached: none while only the load writes, some once every key is
 // overwritten behind its back with a value older than the last it wrote.
 func TestStaleReads(t *testing.T) {
-	m := StartMemcached(t, "127.0.23.1")
+	m := StartMemcached(t, testutil.Loopback("test/dataplane").IP(1))
 	load := &Load{Addr: m.Addr(), Keys: 200, ValueSize: 50, SetShare: 0.1, Workers: 2}
 	if err := load.Fill(context.Background()); err != nil {
 		t.Fatal(err)
@@ -34,7 +36,7 @@ func TestStaleReads(t *testing.T) {
 // TestRate checks that a load with a Rate sends no more requests than its
 // rate allows, each worker at most one more than its schedule, and some.
 func TestRate(t *testing.T) {
-	m := StartMemcached(t, "127.0.23.2")
+	m := StartMemcached(t, testutil.Loopback("test/dataplane").IP(2))
 	load := &Load{Addr: m.Addr(), Keys: 200, ValueSize: 50, Workers: 2, Rate: 100}
 	if err := load.Fill(context.Background()); err != nil {
 		t.Fatal(err)

@@ -21,8 +21,8 @@ import (
 )
 
 // ipOf is the address of Pod m-N: a loopback alias of this package's own
-// (127.0.18.0/24), so that packages running at once do not collide.
-func ipOf(n int) string { return fmt.Sprintf("127.0.18.%d", n) }
+// (testutil.Loopback), so that packages running at once do not collide.
+func ipOf(n int) string { return testutil.Loopback("test/discovery").IP(n) }
 
 func TestAutoDiscoveryClientFollowsTheCluster(t *testing.T) {
 	servers := map[string]*dataplane.Memcached{}

@@ -42,10 +42,10 @@ func TestGrowth(t *testing.T) {
 		keepWarm bool
 		proxyIP  string
 	}{
-		{"keepwarm/3-to-4", 4, true, "127.0.21.11"},
-		{"without-keepwarm/3-to-4", 4, false, "127.0.21.12"},
-		{"keepwarm/3-to-6", 6, true, "127.0.21.13"},
-		{"without-keepwarm/3-to-6", 6, false, "127.0.21.14"},
+		{"keepwarm/3-to-4", 4, true, testutil.Loopback("test/handoff").IP(11)},
+		{"without-keepwarm/3-to-4", 4, false, testutil.Loopback("test/handoff").IP(12)},
+		{"keepwarm/3-to-6", 6, true, testutil.Loopback("test/handoff").IP(13)},
+		{"without-keepwarm/3-to-6", 6, false, testutil.Loopback("test/handoff").IP(14)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -154,7 +154,7 @@ func TestGrowThenShrink(t *testing.T) {
 	spec := func(size int) string {
 		return fmt.Sprintf(`{"size":%d,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, size)
 	}
-	k := newCluster(t, "regrow", spec(3), 3, "127.0.21.15")
+	k := newCluster(t, "regrow", spec(3), 3, testutil.Loopback("test/handoff").IP(15))
 	load := steadyLoad(k.proxy.Addr())
 	fillThroughProxy(t, load)
 	load.Start()

@@ -283,8 +283,8 @@ func TestRollingReplacement(t *testing.T) {
 		proxyIP  string
 		keepWarm bool
 	}{
-		{"keepwarm", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, "127.0.21.1", true},
-		{"without-keepwarm", `{"size":3,"proxy":{"enabled":true}}`, "127.0.21.2", false},
+		{"keepwarm", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, testutil.Loopback("test/handoff").IP(1), true},
+		{"without-keepwarm", `{"size":3,"proxy":{"enabled":true}}`, testutil.Loopback("test/handoff").IP(2), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -351,7 +351,7 @@ func TestRollingReplacement(t *testing.T) {
 // it is at least 90 % of the ratio before.
 func TestScaleDown(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t, "shrink", `{"size":4,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 4, "127.0.21.3")
+	k := newCluster(t, "shrink", `{"size":4,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 4, testutil.Loopback("test/handoff").IP(3))
 	load := steadyLoad(k.proxy.Addr())
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)
@@ -394,7 +394,7 @@ func TestScaleDown(t *testing.T) {
 // the other Pods keep theirs, and its replacement takes its slot empty.
 func TestKilledWithoutGrace(t *testing.T) {
 	t.Parallel()
-	k := newCluster(t, "lost", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, "127.0.21.4")
+	k := newCluster(t, "lost", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, 3, testutil.Loopback("test/handoff").IP(4))
 	load := steadyLoad(k.proxy.Addr())
 	if err := load.Fill(t.Context()); err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func TestStableNamesThroughARollout(t *testing.T) {
 	if len(st.SlotAddresses) != 3 {
 		t.Fatalf("status.slotAddresses = %q once the Service and EndpointSlice are observed, want 3", st.SlotAddresses)
 	}
-	nameserver := "127.0.24.53"
+	nameserver := testutil.Loopback("test/handoff dns").IP(53)
 	srv := dns.Start(t, dns.Options{Kubeconfig: api.Kubeconfig(), IP: netip.MustParseAddr(nameserver), Port: 53, TTL: 1})
 	srvName := "_memcached._tcp.names-slots.default.svc." + srv.Domain()
 	if got, err := srv.LookupSRV(srvName); err != nil || len(got) != 3 {

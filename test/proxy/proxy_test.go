@@ -37,11 +37,11 @@ import (
 )
 
 // ipOf is the address of Pod m-N: a loopback alias of this package's own
-// (127.0.19.0/24), so that packages running at once do not collide.
-func ipOf(n int) string { return fmt.Sprintf("127.0.19.%d", n) }
+// (testutil.Loopback), so that packages running at once do not collide.
+func ipOf(n int) string { return testutil.Loopback("test/proxy").IP(n) }
 
 // proxyIP is the proxy's address.
-const proxyIP = "127.0.19.200"
+var proxyIP = testutil.Loopback("test/proxy").IP(200)
 
 // keyCount is how many keys each placement sets through the proxy.
 const keyCount = 10000
