@@ -6,17 +6,19 @@
 // hook). Each scenario checks what kubectl shows, and counts hook calls with
 // Metacontroller's own metrics.
 //
-// The tests run in this order: TestScenarios (independent scenarios in
-// parallel, each in its own namespace), then the ones that need the system
-// to themselves, one at a time: TestSteadyState (Metacontroller's call
-// counts are cluster-wide), TestHookOutage (it stops the hook),
-// TestInvalidSpecPastCRD (it loosens the CRD), TestServiceMonitorOverlay
-// (it changes the CompositeController), and last TestLoopbackOnly (every
-// process on 127.0.0.1 only).
+// TestE2E is the package's one test, so that go test -shuffle cannot
+// reorder it: its subtests run in this order. Scenarios (independent
+// scenarios in parallel, each in its own namespace), then the phases that
+// need the system to themselves, one at a time: SteadyState
+// (Metacontroller's call counts are cluster-wide, and what the scenarios
+// left running counts too), HookOutage (it stops the hook),
+// InvalidSpecPastCRD (it loosens the CRD), ServiceMonitorOverlay (it
+// changes the CompositeController), and last LoopbackOnly (every process on
+// 127.0.0.1 only, once all have run).
 //
 // To add a scenario that needs nothing but a namespace of its own, write
 // a func(s *scenario) and add a row to parallelScenarios; one that changes
-// what all share goes in a Test function of its own, below TestScenarios.
+// what all share gets a row of its own in exclusivePhases.
 package e2e
 
 import (
@@ -52,7 +54,7 @@ func TestMain(m *testing.M) {
 const maxParallel = 32
 
 // parallelScenarios are the scenarios that need only namespaces of their
-// own; TestScenarios runs them at once.
+// own; TestE2E's subtest Scenarios runs them at once.
 var parallelScenarios = []struct {
 	name string
 	run  func(t *testing.T, e *env)
@@ -76,11 +78,42 @@ func inNamespace(f func(s *scenario)) func(t *testing.T, e *env) {
 	return func(t *testing.T, e *env) { f(e.newScenario(t, path.Base(t.Name()))) }
 }
 
-// TestScenarios runs the independent scenarios in parallel.
-func TestScenarios(t *testing.T) {
+// exclusivePhases are the phases that need the system to themselves:
+// TestE2E runs them one at a time, in this order, once every scenario has
+// ended.
+var exclusivePhases = []struct {
+	name string
+	run  func(t *testing.T, e *env)
+}{
+	// Converged Memcacheds cost nothing: no hook calls beyond
+	// Metacontroller's resync, and no writes to their children or to them,
+	// counted cluster-wide.
+	{"SteadyState", inNamespace(testSteadyState)},
+	// The hook, which all Memcacheds share, is down for a while.
+	{"HookOutage", inNamespace(testHookOutage)},
+	// The CRD, which all Memcacheds share, is loosened for a while.
+	{"InvalidSpecPastCRD", inNamespace(testInvalidSpecPastCRD)},
+	// The servicemonitor overlay changes the CompositeController
+	// (Metacontroller restarts its controller and syncs every Memcached).
+	{"ServiceMonitorOverlay", inNamespace(testServiceMonitorOverlay)},
+	// Once the others have run, every process of the system (the control
+	// plane, kwok, Metacontroller, the hook) listens on 127.0.0.1 only and
+	// has no connection elsewhere.
+	{"LoopbackOnly", func(t *testing.T, e *env) { checkLoopbackOnly(t, e.sys.PIDs()) }},
+}
+
+// TestE2E runs the independent scenarios in parallel (the subtest
+// Scenarios, which ends when the last of them does), then each exclusive
+// phase alone, in order. One test function holds them all because the
+// order matters (SteadyState counts what the scenarios left; LoopbackOnly
+// comes last) and go test -shuffle reorders top-level tests, never
+// subtests. A phase runs even when one before it failed, as separate tests
+// did.
+func TestE2E(t *testing.T) {
 	e := system(t)
+	e.run++
 	before := e.metacontrollerCalls(t)
-	t.Run("group", func(t *testing.T) {
+	t.Run("Scenarios", func(t *testing.T) {
 		for _, sc := range parallelScenarios {
 			t.Run(sc.name, func(t *testing.T) {
 				t.Parallel()
@@ -89,37 +122,7 @@ func TestScenarios(t *testing.T) {
 		}
 	})
 	t.Logf("hook calls Metacontroller made during the scenarios: %v", e.metacontrollerCalls(t).since(before))
-}
-
-// TestSteadyState checks that converged Memcacheds cost nothing: no hook
-// calls beyond Metacontroller's resync, and no writes to their children
-// or to them. It needs the system to itself.
-func TestSteadyState(t *testing.T) {
-	testSteadyState(system(t).newScenario(t, t.Name()))
-}
-
-// TestHookOutage takes the hook down for a while, which all Memcacheds
-// share, so it runs alone.
-func TestHookOutage(t *testing.T) {
-	testHookOutage(system(t).newScenario(t, t.Name()))
-}
-
-// TestInvalidSpecPastCRD loosens the CRD for a while, which all
-// Memcacheds share, so it runs alone.
-func TestInvalidSpecPastCRD(t *testing.T) {
-	testInvalidSpecPastCRD(system(t).newScenario(t, t.Name()))
-}
-
-// TestServiceMonitorOverlay installs the servicemonitor overlay, which
-// changes the CompositeController (Metacontroller restarts its controller
-// and syncs every Memcached), so it runs alone.
-func TestServiceMonitorOverlay(t *testing.T) {
-	testServiceMonitorOverlay(system(t).newScenario(t, t.Name()))
-}
-
-// TestLoopbackOnly checks, once the other tests have run, that every
-// process of the system (the control plane, kwok, Metacontroller, the
-// hook) listens on 127.0.0.1 only and has no connection elsewhere.
-func TestLoopbackOnly(t *testing.T) {
-	checkLoopbackOnly(t, system(t).sys.PIDs())
+	for _, ph := range exclusivePhases {
+		t.Run(ph.name, func(t *testing.T) { ph.run(t, e) })
+	}
 }

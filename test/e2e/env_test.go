@@ -25,6 +25,10 @@ type env struct {
 	hook *playground.Hook
 	// dir holds the hook's binary and log and the install overlays.
 	dir string
+	// run counts TestE2E's runs on this system (go test -count=N runs it
+	// N times in one process): the namespaces of a later run are named
+	// apart from those the earlier ones left.
+	run int
 }
 
 // Paths, relative to this package's directory.

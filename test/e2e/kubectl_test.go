@@ -50,6 +50,9 @@ func (e *env) newScenario(t *testing.T, name string) *scenario {
 	t.Helper()
 	ns := notDNS.ReplaceAllString(strings.ToLower(name), "-")
 	ns = "e2e-" + strings.Trim(ns[:min(len(ns), 55)], "-")
+	if e.run > 1 {
+		ns += fmt.Sprintf("-%d", e.run)
+	}
 	s := &scenario{env: e, t: t, ns: ns}
 	e.kubectl(t, nil, "create", "namespace", ns)
 	e.kubectl(t, nil, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")

@@ -454,7 +454,7 @@ var namespaceDefaults = map[string]bool{
 // and checks it converges. The placement example's PriorityClass is
 // made first, as its comment asks; its hard zone spread and toleration are
 // met by the fake Nodes. Examples that ask for a ServiceMonitor need the
-// servicemonitor overlay: TestServiceMonitorOverlay runs them.
+// servicemonitor overlay: TestE2E's phase ServiceMonitorOverlay runs them.
 func testExamples(t *testing.T, e *env) {
 	e.kubectl(t, []byte("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: memcached-critical}\nvalue: 1000000\n"), "apply", "-f", "-")
 	files, err := filepath.Glob(examplesGlob)
@@ -465,7 +465,7 @@ func testExamples(t *testing.T, e *env) {
 		ex := readExample(t, f)
 		t.Run(ex.Metadata.Name, func(t *testing.T) {
 			if ex.wantsServiceMonitor() {
-				t.Skipf("%s asks for a ServiceMonitor: TestServiceMonitorOverlay runs it", filepath.Base(f))
+				t.Skipf("%s asks for a ServiceMonitor: TestE2E/ServiceMonitorOverlay runs it", filepath.Base(f))
 			}
 			t.Parallel()
 			s := e.newScenario(t, "example-"+strings.TrimPrefix(ex.Metadata.Name, "memcached-"))
