@@ -87,7 +87,10 @@ func testAgentOnLoopback(s *scenario) {
 	kubeconfig := s.agentKubeconfig(name)
 	agent := dataplane.StartAgent(s.t, "--kubeconfig="+kubeconfig, "--memcached="+name, "--namespace="+s.ns, "--listen=127.0.0.1:0")
 
-	version := int64(0)
+	// version is the last version the agent served, statusVersion the
+	// status's version then: the agent may serve a status's list under a
+	// higher version than the status's own.
+	version, statusVersion := int64(0), int64(0)
 	check := func(step string, size int32) {
 		s.t.Helper()
 		obs, _ := s.waitConverged(name, size, "")
@@ -127,29 +130,14 @@ func testAgentOnLoopback(s *scenario) {
 		if got <= version {
 			s.t.Errorf("%s: version %d did not rise from %d", step, got, version)
 		}
-		version = got
+		version, statusVersion = got, st.Status.SlotTable.Version
 		s.t.Logf("%s: version %d, %v", step, got, served)
 	}
 	// timeToServe measures, from the moment the watch shows the status
 	// with a new version, how long until the agent serves it.
 	timeToServe := func(step string, change func()) {
 		s.t.Helper()
-		events, stop := s.watch("memcached", name)
-		defer stop()
-		<-events // the object as it is
-		change()
-		var seen time.Time
-		var v int64
-		for ev := range events {
-			var st slotStatus
-			if json.Unmarshal(ev.Object, &st) == nil && st.Status.SlotTable.Version > version {
-				seen, v = time.Now(), st.Status.SlotTable.Version
-				break
-			}
-		}
-		if seen.IsZero() {
-			s.t.Fatalf("%s: the watch ended before the version moved: %s", step, stop())
-		}
+		v, seen := s.slotTableChange(name, step, statusVersion, change)
 		for {
 			if got, _, err := servedList(agent.Addr); err == nil && got >= v {
 				record(s.t, "status-to-agent/"+step, time.Since(seen), "")
@@ -200,6 +188,31 @@ func testAgentOnLoopback(s *scenario) {
 	if !strings.Contains(strings.ToLower(other.Log()), "forbidden") {
 		s.t.Errorf("the agent for another Memcached does not say it is forbidden:\n%s", other.Log())
 	}
+}
+
+// slotTableChange runs change and waits until the Memcached's status shows
+// a slot table version above version, and returns that version and the
+// time the watch showed it. The watch shows the object as it is before
+// change runs, so that the time is when the new status landed, not when a
+// watch started after it did.
+func (s *scenario) slotTableChange(name, step string, version int64, change func()) (int64, time.Time) {
+	s.t.Helper()
+	f := s.follow("memcached", name)
+	defer f.close()
+	f.until(step+": kubectl get --watch showing memcached "+name, convergeTimeout, func([]byte) error { return nil })
+	change()
+	var v int64
+	_, seen := f.until(fmt.Sprintf("%s: a slot table version above %d", step, version), convergeTimeout, func(b []byte) error {
+		var st slotStatus
+		if err := json.Unmarshal(b, &st); err != nil {
+			return err
+		}
+		if v = st.Status.SlotTable.Version; v <= version {
+			return fmt.Errorf("status.slotTable.version is %d", v)
+		}
+		return nil
+	})
+	return v, seen
 }
 
 // testKeepWarmRollout changes the image of a Memcached with keepWarm and

@@ -211,62 +211,92 @@ func (s *scenario) watch(args ...string) (events <-chan watchEvent, stop func() 
 }
 
 // waitFor follows one object with kubectl get --watch and returns its JSON
-// once check passes on it, with the time it did, re-checking at every
-// change and at least every recheck (check may look at other objects too),
-// on the object as a fresh kubectl get shows it every refetchEvery
-// rechecks and in the last second (logging it if the watch had not shown
-// it). It fails the test with check's last error after timeout.
+// once check passes on it, with the time it did, as follower.until does.
+// It fails the test with check's last error after timeout.
 func (s *scenario) waitFor(resource, name, what string, timeout time.Duration, check func(obj []byte) error) ([]byte, time.Time) {
+	s.t.Helper()
+	f := s.follow(resource, name)
+	defer f.close()
+	return f.until(what, timeout, check)
+}
+
+// follower follows one object with kubectl get --watch, watching again
+// when kubectl exits (the server ends watches now and then), and keeps the
+// copy it saw last. Started before a change, it sees the change land.
+type follower struct {
+	s              *scenario
+	resource, name string
+	events         <-chan watchEvent
+	stop           func() string
+	latest         []byte
+	ticks          int
+}
+
+// follow starts following one object; close ends it.
+func (s *scenario) follow(resource, name string) *follower {
+	s.t.Helper()
+	f := &follower{s: s, resource: resource, name: name}
+	f.events, f.stop = s.watch(resource, name)
+	return f
+}
+
+// close ends the watch.
+func (f *follower) close() { f.stop() }
+
+// until returns the object's JSON once check passes on it, with the time
+// it did, re-checking at every change and at least every recheck (check
+// may look at other objects too), on the object as a fresh kubectl get
+// shows it every refetchEvery rechecks and in the last second (logging it
+// if the watch had not shown it). It fails the test with check's last
+// error after timeout.
+func (f *follower) until(what string, timeout time.Duration, check func(obj []byte) error) ([]byte, time.Time) {
+	s := f.s
 	s.t.Helper()
 	end := time.Now().Add(timeout)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(recheck)
 	defer tick.Stop()
-	events, stop := s.watch(resource, name)
-	defer func() { stop() }()
-	var latest []byte
-	ticks := 0
-	lastErr := fmt.Errorf("kubectl get --watch %s %s printed nothing", resource, name)
+	lastErr := fmt.Errorf("kubectl get --watch %s %s printed nothing", f.resource, f.name)
 	for {
 		select {
-		case ev, ok := <-events:
+		case ev, ok := <-f.events:
 			if !ok {
 				// kubectl exited (the server ends watches now and then):
 				// watch again.
-				if msg := strings.TrimSpace(stop()); msg != "" {
-					lastErr = fmt.Errorf("kubectl get --watch %s %s: %s", resource, name, msg)
+				if msg := strings.TrimSpace(f.stop()); msg != "" {
+					lastErr = fmt.Errorf("kubectl get --watch %s %s: %s", f.resource, f.name, msg)
 				}
 				time.Sleep(pollInterval)
-				events, stop = s.watch(resource, name)
+				f.events, f.stop = s.watch(f.resource, f.name)
 				continue
 			}
-			latest = ev.Object
+			f.latest = ev.Object
 			if ev.Type == "DELETED" {
-				latest = nil
-				lastErr = fmt.Errorf("%s %s was deleted", resource, name)
+				f.latest = nil
+				lastErr = fmt.Errorf("%s %s was deleted", f.resource, f.name)
 			}
 			// Check only the latest of what is queued.
-			if len(events) > 0 {
+			if len(f.events) > 0 {
 				continue
 			}
 		case <-tick.C:
-			if ticks++; ticks%refetchEvery == 0 || time.Until(end) < recheck {
-				if fresh, ok := s.fetch(resource, name); ok {
-					if rv, frv := resourceVersion(latest), resourceVersion(fresh); latest != nil && rv != frv {
-						s.t.Logf("kubectl get --watch %s %s shows resourceVersion %s, a fresh kubectl get %s", resource, name, rv, frv)
+			if f.ticks++; f.ticks%refetchEvery == 0 || time.Until(end) < recheck {
+				if fresh, ok := s.fetch(f.resource, f.name); ok {
+					if rv, frv := resourceVersion(f.latest), resourceVersion(fresh); f.latest != nil && rv != frv {
+						s.t.Logf("kubectl get --watch %s %s shows resourceVersion %s, a fresh kubectl get %s", f.resource, f.name, rv, frv)
 					}
-					latest = fresh
+					f.latest = fresh
 				}
 			}
 		case <-deadline.C:
 			s.t.Fatalf("%s: not after %s: %v", what, timeout, lastErr)
 		}
-		if latest == nil {
+		if f.latest == nil {
 			continue
 		}
-		if lastErr = check(latest); lastErr == nil {
-			return latest, time.Now()
+		if lastErr = check(f.latest); lastErr == nil {
+			return f.latest, time.Now()
 		}
 	}
 }

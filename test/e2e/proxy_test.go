@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -174,22 +173,7 @@ func testProxyOnLoopback(s *scenario) {
 	// with a new version, how long until the pool file holds it.
 	timeToPool := func(step string, change func()) {
 		s.t.Helper()
-		events, stop := s.watch("memcached", name)
-		defer stop()
-		<-events // the object as it is
-		change()
-		var seen time.Time
-		var v int64
-		for ev := range events {
-			var st slotStatus
-			if json.Unmarshal(ev.Object, &st) == nil && st.Status.SlotTable.Version > version {
-				seen, v = time.Now(), st.Status.SlotTable.Version
-				break
-			}
-		}
-		if seen.IsZero() {
-			s.t.Fatalf("%s: the watch ended before the version moved: %s", step, stop())
-		}
+		v, seen := s.slotTableChange(name, step, version, change)
 		for {
 			b, _ := os.ReadFile(poolFile)
 			var got int64
