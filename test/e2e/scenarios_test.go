@@ -374,7 +374,6 @@ func (s *scenario) checkInvalidLeavesChildren(obs *observed, makeInvalid func(),
 	uid := string(obs.mc.Metadata.UID)
 	size := *obs.deployment.Spec.Replicas
 	before := s.stableChildren(uid)
-	calls := s.hook.CallsIn(s.ns, time.Time{})["sync"]
 
 	makeInvalid()
 	b, _ := s.waitFor("memcached", name, "status saying the spec is invalid", convergeTimeout, func(b []byte) error {
@@ -394,18 +393,46 @@ func (s *scenario) checkInvalidLeavesChildren(obs *observed, makeInvalid func(),
 	if len(m.Status.Nodes) != int(size) || m.Status.ReadyReplicas != size {
 		s.t.Errorf("with the spec invalid, status has nodes %v and readyReplicas %d, want the %d Pods that still run", m.Status.Nodes, m.Status.ReadyReplicas, size)
 	}
-	// The hook has answered (the status says so); let Metacontroller act
-	// on it, and on the status write's own sync, then compare.
-	s.poll("the hook to answer twice for the invalid spec", 30*time.Second, func() error {
-		if n := s.hook.CallsIn(s.ns, time.Time{})["sync"]; n < calls+2 {
-			return fmt.Errorf("%d sync calls since the patch", n-calls)
+	// Compare once Metacontroller has acted on the hook's answers: to the
+	// sync that wrote this status, and to the sync that status write
+	// causes. Metacontroller syncs a Memcached one sync at a time and
+	// writes the children before the status in each, so the first is done;
+	// the second is done once a third has begun. An annotation on the
+	// Memcached, which the hook copies nowhere, causes that third sync
+	// once the second has called the hook.
+	gen := m.Metadata.Generation
+	syncs := func(n int) func() error {
+		return func() error {
+			if got := s.syncCallsAt(name, gen); got < n {
+				return fmt.Errorf("%d sync calls at generation %d, want %d", got, gen, n)
+			}
+			return nil
 		}
-		return nil
-	})
-	time.Sleep(time.Second)
+	}
+	s.poll("the hook to answer twice for the invalid spec", convergeTimeout, syncs(2))
+	s.kubectl("annotate", "memcached", name, "--overwrite", "e2e.example.com/mark=after-the-invalid-spec")
+	s.poll("the hook to answer a third time, for the annotation", convergeTimeout, syncs(3))
 	if d := diffChildren(before, s.children(uid)); len(d) > 0 {
 		s.t.Errorf("with an invalid spec the children changed, want them untouched: %v", d)
 	}
+}
+
+// syncCallsAt counts the sync calls the hook logged for the Memcached name
+// of the scenario's namespace at metadata.generation gen.
+func (s *scenario) syncCallsAt(name string, gen int64) int {
+	n := 0
+	for line := range strings.Lines(s.hook.LogLinesFor(s.ns)) {
+		var c struct {
+			Msg        string `json:"msg"`
+			Hook       string `json:"hook"`
+			Name       string `json:"name"`
+			Generation int64  `json:"generation"`
+		}
+		if json.Unmarshal([]byte(line), &c) == nil && c.Msg == "hook call" && c.Hook == "sync" && c.Name == name && c.Generation == gen {
+			n++
+		}
+	}
+	return n
 }
 
 // testDeletion deletes a Memcached and waits until every child is gone:
