@@ -110,12 +110,14 @@ func testHookOutage(s *scenario) {
 	before := s.stableChildren(uid)
 	victim := obs.pods[0].Name
 	addr := s.hook.Address()
-	calls := s.metacontrollerCalls(s.t)
 
 	if err := s.hook.Stop(); err != nil {
 		s.t.Fatal(err)
 	}
 	down := time.Now()
+	// Counted once the hook is down: a call answered just before it went
+	// down is not one answered while it was.
+	calls := s.metacontrollerCalls(s.t)
 	s.t.Cleanup(func() {
 		// Leave the hook running for the tests after this one.
 		if !s.hookRunning() {
@@ -156,18 +158,22 @@ func testHookOutage(s *scenario) {
 	if r := s.kubectl("get", "deployment", name, "-o", "jsonpath={.spec.replicas}"); r != "2" {
 		s.t.Errorf("with the hook down, deployment %s has %s replicas, want the 2 it had", name, r)
 	}
+	// Metacontroller records its events in the background: wait for the
+	// one that tells the user, the hook still down.
 	var events struct {
 		Items []struct {
 			Reason  string `json:"reason"`
 			Message string `json:"message"`
 		} `json:"items"`
 	}
-	s.getJSON(&events, "events", "--field-selector", "involvedObject.kind=Memcached,involvedObject.name="+name+",reason=SyncError")
-	if len(events.Items) == 0 {
-		s.t.Errorf("with the hook down, no SyncError event on memcached %s: the user is not told", name)
-	} else {
-		s.t.Logf("SyncError event: %s", events.Items[0].Message)
-	}
+	s.poll("with the hook down, a SyncError event on memcached "+name+" telling the user", convergeTimeout, func() error {
+		s.getJSON(&events, "events", "--field-selector", "involvedObject.kind=Memcached,involvedObject.name="+name+",reason=SyncError")
+		if len(events.Items) == 0 {
+			return fmt.Errorf("no SyncError event")
+		}
+		return nil
+	})
+	s.t.Logf("SyncError event: %s", events.Items[0].Message)
 	if d := s.metacontrollerCalls(s.t).since(calls); d.total("sync") > 0 {
 		s.t.Errorf("with the hook down Metacontroller counted answered sync calls %v, want none", d)
 	}
