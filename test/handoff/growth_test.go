@@ -130,7 +130,7 @@ func TestGrowth(t *testing.T) {
 			// The figures of the API reference: no stale read, and what
 			// was copied is gone from its source.
 			if stale != 0 {
-				t.Errorf("%d stale reads through the scale-up, want 0: an added Pod served values older than writes the cache acknowledged", stale)
+				t.Errorf("%d stale reads through the scale-up, want 0: an added Pod served values older than writes the cache acknowledged; %s", stale, k.switched())
 			}
 			if left != 0 {
 				t.Errorf("the sources still hold %d items whose keys hash to an added slot: the copy left them behind", left)
@@ -180,7 +180,7 @@ func TestGrowThenShrink(t *testing.T) {
 	s.done()
 	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-up-then-down-3-to-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
 	if stale != 0 {
-		t.Errorf("%d stale reads through the scale-up and down, want 0: a source served values older than writes the cache acknowledged", stale)
+		t.Errorf("%d stale reads through the scale-up and down, want 0: a source served values older than writes the cache acknowledged; %s", stale, k.switched())
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/clients"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/pod"
@@ -80,6 +82,14 @@ type cluster struct {
 	// reported are the agents' reports the last publish carried into the
 	// status, by report key.
 	reported map[string]string
+	// table is the slot table of the last status published, once the
+	// proxy routes by the first; switching waits for the measurements of
+	// how long the proxy took to route by each new one (switches, under
+	// mu).
+	table     v1alpha1.SlotTable
+	switching sync.WaitGroup
+	mu        sync.Mutex
+	switches  []time.Duration
 }
 
 // newCluster starts size Pods of spec, the agent and, with proxyIP, the
@@ -124,9 +134,78 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 		}) {
 			t.Fatal("the proxy's pool was not written")
 		}
-		time.Sleep(1500 * time.Millisecond) // the proxy polls its pool once a second
+		// The proxy polls its pool file once a second and then reloads:
+		// the load fills the cache through it once it routes every slot.
+		if _, err := routed(k.proxy.Addr(), k.probes(v1alpha1.SlotTable{}, k.c.Status().SlotTable), 10*time.Second); err != nil {
+			t.Fatalf("the proxy does not route by its first pool: %v\n%s", err, k.proxy.Log())
+		}
+		k.table = k.c.Status().SlotTable
+		t.Cleanup(k.switching.Wait)
 	}
 	return k
+}
+
+// probes stores, for each Serving slot of table, a key of the probes'
+// that slots.Place puts in that slot and on another server (or none)
+// under the table routed by before, on the slot's Pod directly, under a
+// value of the table's version, and returns each key with its value: the
+// proxy routes by table once each comes back through it. A slot whose
+// keys all stay where they were gets none.
+func (k *cluster) probes(before, table v1alpha1.SlotTable) map[string]string {
+	k.t.Helper()
+	server := func(t v1alpha1.SlotTable, key string) string {
+		if len(t.Slots) == 0 {
+			return ""
+		}
+		if e := t.Slots[slots.Place([]byte(key), len(t.Slots))]; e.State == v1alpha1.SlotServing {
+			return e.IP
+		}
+		return ""
+	}
+	out := map[string]string{}
+	for i, e := range table.Slots {
+		if e.State != v1alpha1.SlotServing || e.IP == "" {
+			continue
+		}
+		key := ""
+		for j := 0; j < 10000 && key == ""; j++ {
+			c := fmt.Sprintf("probe-%d-%d-%d", table.Version, i, j)
+			if slots.Place([]byte(c), len(table.Slots)) == i && server(before, c) != e.IP {
+				key = c
+			}
+		}
+		if key == "" {
+			continue
+		}
+		value := fmt.Sprintf("v%d", table.Version)
+		// A minute: the probes are not the load's, and go with it.
+		addr := net.JoinHostPort(e.IP, fmt.Sprint(dataplane.Port))
+		if got, err := dataplane.Ask(addr, fmt.Sprintf("set %s 0 60 %d\r\n%s\r\n", key, len(value), value)); err != nil || got != "STORED\r\n" {
+			k.t.Fatalf("storing the probe %s on %s (slot %d): %q %v", key, addr, i, got, err)
+		}
+		out[key] = value
+	}
+	return out
+}
+
+// routed waits up to within until every probe's value comes back through
+// the proxy at addr, and returns how long that took.
+func routed(addr string, probes map[string]string, within time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var last string
+	if dataplane.WaitFor(within, func() bool {
+		for key, value := range probes {
+			got, err := dataplane.Ask(addr, "get "+key+"\r\n")
+			if err != nil || !strings.Contains(got, "\r\n"+value+"\r\n") {
+				last = fmt.Sprintf("get %s: %q %v", key, got, err)
+				return false
+			}
+		}
+		return true
+	}) {
+		return time.Since(start), nil
+	}
+	return 0, fmt.Errorf("not within %s (%s)", within, last)
 }
 
 // start runs a new Pod of the template and returns it, Ready.
@@ -168,8 +247,51 @@ func (k *cluster) publish() v1alpha1.MemcachedStatus {
 	if k.synced != nil {
 		k.synced(st)
 	}
+	if k.proxy == nil || k.table.Slots == nil || dataplane.ExpectedPool(st.SlotTable) == dataplane.ExpectedPool(k.table) {
+		k.c.WriteFile(k.t, k.file)
+		return st
+	}
+	// A new pool: how long the proxy takes to route by it (the agent
+	// beside it writes the pool file, the proxy polls it once a second
+	// and reloads) is printed, and told when reads turn out stale: the
+	// copy waits only --handoff-settle after the status for it.
+	probes := k.probes(k.table, st.SlotTable)
+	k.table = st.SlotTable
 	k.c.WriteFile(k.t, k.file)
+	if len(probes) == 0 {
+		return st // only slots going down: no key tells the pools apart
+	}
+	k.switching.Add(1)
+	go func() {
+		defer k.switching.Done()
+		d, err := routed(k.proxy.Addr(), probes, 30*time.Second)
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if err != nil {
+			d = -1
+		}
+		k.switches = append(k.switches, d)
+		testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/pool-switch/%s/%d", strings.TrimPrefix(k.t.Name(), "Test"), len(k.switches)), "%.3f s", d.Seconds())
+	}()
 	return st
+}
+
+// switched says how long the proxy took to route by each pool published
+// since the cluster started, for a failure to name: a copy that read its
+// source before the proxy moved its clients lost their later writes.
+func (k *cluster) switched() string {
+	k.switching.Wait()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, d := range k.switches {
+		if d < 0 {
+			out = append(out, "never (30 s)")
+		} else {
+			out = append(out, fmt.Sprintf("%.3f s", d.Seconds()))
+		}
+	}
+	return fmt.Sprintf("the proxy routed by each new pool %s after the status (the copy starts 2 s after it: --handoff-settle)", strings.Join(out, ", "))
 }
 
 // handoff of pod in the status, or nil.
@@ -329,7 +451,7 @@ func TestRollingReplacement(t *testing.T) {
 			// nothing is copied; the count is printed. (test/dataplane's
 			// TestStaleReads checks the count itself.)
 			if tt.keepWarm && stale != 0 {
-				t.Errorf("%d stale reads through the rolling replacement, want 0: the new owner served values older than writes the cache acknowledged", stale)
+				t.Errorf("%d stale reads through the rolling replacement, want 0: the new owner served values older than writes the cache acknowledged; %s", stale, k.switched())
 			}
 			if tt.keepWarm && during < 0.9*before {
 				t.Errorf("through the rolling replacement the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
@@ -382,7 +504,7 @@ func TestScaleDown(t *testing.T) {
 	}
 	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-down-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
 	if stale != 0 {
-		t.Errorf("%d stale reads through the scale-down, want 0: a Pod served values older than writes the cache acknowledged", stale)
+		t.Errorf("%d stale reads through the scale-down, want 0: a Pod served values older than writes the cache acknowledged; %s", stale, k.switched())
 	}
 	if during < 0.9*before {
 		t.Errorf("through the scale-down the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
