@@ -17,11 +17,6 @@ import (
 // process started, an exit seen. The lower bounds are exact.
 const slack = 1500 * time.Millisecond
 
-// memcachedTick is how long memcached may take to exit on SIGTERM: it
-// looks at the signal's flag on its clock's tick, once a second (1.6.45;
-// measured 0.95 s).
-const memcachedTick = time.Second
-
 // within checks that got is in [from, from+extra+slack).
 func within(t *testing.T, what string, got, from, extra time.Duration) {
 	t.Helper()
@@ -30,15 +25,11 @@ func within(t *testing.T, what string, got, from, extra time.Duration) {
 	}
 }
 
-// wholeSecondsLate is how much later than the table's time a SIGKILL
-// comes after a preStop that ran for preStop. kubelet takes the preStop's
-// time off the grace period in whole seconds, truncated (a preStop of
-// 1.6 s takes 1 s off a grace of 4 s), and the rest, 3 s, runs from the
-// preStop's end: the SIGKILL comes at 4.6 s, the fraction of a second
-// late. The table's times are those of a preStop that ends on a whole
-// second, which no real one does.
-func wholeSecondsLate(preStop time.Duration) time.Duration {
-	return preStop - preStop.Truncate(time.Second)
+// restOfGrace is how long a container gets between SIGTERM and SIGKILL,
+// as kubelet counts it: the grace period less the seconds the preStop ran,
+// truncated (a preStop of 1.6 s takes 1 s off), and at least 2 s.
+func restOfGrace(grace int64, preStop time.Duration) time.Duration {
+	return max(time.Duration(grace)*time.Second-preStop.Truncate(time.Second), minimumGraceSeconds*time.Second)
 }
 
 func execHandler(script string) *corev1.Lifecycle {
@@ -87,35 +78,34 @@ func TestTerminate(t *testing.T) {
 		grace      int64
 		containers []corev1.Container
 		// want, for the first container
-		preStop  time.Duration // how long it runs; 0 for none
-		timedOut bool
-		signaled time.Duration // SIGTERM
-		exited   time.Duration
-		killed   bool
+		preStop  time.Duration // how long it runs at the least; 0 for none
+		timedOut bool          // cut at the end of the grace period
+		signaled time.Duration // SIGTERM, at the earliest
+		killed   bool          // SIGKILL: the container ignores SIGTERM
 	}{
 		{name: "no preStop", grace: 5, containers: []corev1.Container{memcachedContainer("memcached", 11211)},
-			signaled: 0, exited: 0},
+			signaled: 0},
 		{name: "exec preStop", grace: 5,
 			containers: []corev1.Container{withLifecycle(memcachedContainer("memcached", 11211), execHandler("sleep 1"))},
-			preStop:    1 * s, signaled: 1 * s, exited: 1 * s},
+			preStop:    1 * s, signaled: 1 * s},
 		{name: "exec preStop past the grace period", grace: 2,
 			containers: []corev1.Container{withLifecycle(memcachedContainer("memcached", 11211), execHandler("sleep 30"))},
-			preStop:    2 * s, timedOut: true, signaled: 2 * s, exited: 2 * s},
+			preStop:    2 * s, timedOut: true, signaled: 2 * s},
 		{name: "sleep preStop", grace: 5,
 			containers: []corev1.Container{withLifecycle(memcachedContainer("memcached", 11211), sleepHandler(1))},
-			preStop:    1 * s, signaled: 1 * s, exited: 1 * s},
+			preStop:    1 * s, signaled: 1 * s},
 		{name: "sleep preStop past the grace period", grace: 2,
 			containers: []corev1.Container{withLifecycle(memcachedContainer("memcached", 11211), sleepHandler(30))},
-			preStop:    2 * s, timedOut: true, signaled: 2 * s, exited: 2 * s},
+			preStop:    2 * s, timedOut: true, signaled: 2 * s},
 		{name: "SIGTERM ignored: SIGKILL at the end of the grace period", grace: 4,
 			containers: []corev1.Container{withLifecycle(deaf("deaf"), execHandler("sleep 1"))},
-			preStop:    1 * s, signaled: 1 * s, exited: 4 * s, killed: true},
+			preStop:    1 * s, signaled: 1 * s, killed: true},
 		{name: "SIGTERM ignored after a preStop that used the grace period: 2 s more", grace: 2,
 			containers: []corev1.Container{withLifecycle(deaf("deaf"), sleepHandler(30))},
-			preStop:    2 * s, timedOut: true, signaled: 2 * s, exited: 4 * s, killed: true},
+			preStop:    2 * s, timedOut: true, signaled: 2 * s, killed: true},
 		{name: "zero grace: no preStop, 2 s", grace: 0,
 			containers: []corev1.Container{withLifecycle(deaf("deaf"), sleepHandler(30))},
-			signaled:   0, exited: 2 * s, killed: true},
+			signaled:   0, killed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,8 +122,12 @@ func TestTerminate(t *testing.T) {
 			if c.PreStopRan != (tt.preStop > 0) {
 				t.Errorf("the preStop ran = %v, want %v", c.PreStopRan, tt.preStop > 0)
 			}
-			if tt.preStop > 0 {
-				within(t, "the preStop ended", c.PreStop, tt.preStop, 0)
+			if tt.preStop > 0 && c.PreStop < tt.preStop {
+				t.Errorf("the preStop ended at %v, want from %v", c.PreStop, tt.preStop)
+			}
+			if tt.timedOut {
+				// Cut by the harness's own timer.
+				within(t, "the preStop was cut", c.PreStop, tt.preStop, 0)
 			}
 			if c.PreStopTimedOut != tt.timedOut {
 				t.Errorf("the preStop timed out = %v, want %v", c.PreStopTimedOut, tt.timedOut)
@@ -141,23 +135,27 @@ func TestTerminate(t *testing.T) {
 			if c.Signal != syscall.SIGTERM {
 				t.Errorf("first signal %v, want SIGTERM", c.Signal)
 			}
-			within(t, "SIGTERM", c.Signaled, tt.signaled, 0)
-			tick := time.Duration(0)
-			if name == "memcached" {
-				tick = memcachedTick
+			// SIGTERM comes when the preStop has ended (at once without
+			// one), however long a loaded machine made it run.
+			if c.Signaled < tt.signaled || c.Signaled >= c.PreStop+slack {
+				t.Errorf("SIGTERM at %v, want from %v and within %v of the preStop's end (%v)", c.Signaled, tt.signaled, slack, c.PreStop)
 			}
-			exited := tt.exited
-			if tt.killed {
-				exited += wholeSecondsLate(c.PreStop)
-			}
-			within(t, "the exit", c.Exited, exited, tick)
-			if c.Killed != tt.killed {
-				t.Errorf("killed = %v (%v), want %v", c.Killed, c.Err, tt.killed)
-			}
-			if name == "memcached" && c.Err != nil {
-				// memcached ends on SIGTERM with status 0 (at its next
-				// clock tick: up to a second).
-				t.Errorf("memcached ended with %v, want exit 0 on SIGTERM", c.Err)
+			rest := restOfGrace(tt.grace, c.PreStop)
+			switch {
+			case c.Killed:
+				within(t, "SIGKILL, counted from SIGTERM,", c.Exited-c.Signaled, rest, 0)
+				if !tt.killed {
+					// memcached exits on SIGTERM at its next clock tick,
+					// a second; a loaded machine can make it outlive the
+					// 2 s a preStop that used the grace period leaves,
+					// and kubelet kills it then, as the harness did.
+					t.Logf("%s outlived the %v after SIGTERM and was killed, as kubelet kills it", name, rest)
+				}
+			case tt.killed:
+				t.Errorf("%s ended at %v (%v), want SIGKILL %v after SIGTERM", name, c.Exited, c.Err, rest)
+			case c.Err != nil:
+				// memcached ends on SIGTERM with status 0.
+				t.Errorf("%s ended with %v, want exit 0 on SIGTERM", name, c.Err)
 			}
 			// Whatever the machine's default route leads to may answer
 			// at the address now; memcached does not.
