@@ -195,8 +195,12 @@ func TestTermination(t *testing.T) {
 			if m.Signal != syscall.SIGTERM || m.Signaled-m.PreStop > terminateSlack {
 				t.Errorf("%v at %v, want SIGTERM when the preStop ended (%v)", m.Signal, m.Signaled, m.PreStop)
 			}
-			if m.Killed || m.Err != nil || m.Exited-m.Signaled > time.Second+terminateSlack {
-				t.Errorf("memcached ended at %v with %v (killed %v), want exit 0 within a second of SIGTERM", m.Exited, m.Err, m.Killed)
+			// memcached exits at its next clock tick, a second after
+			// SIGTERM on an idle machine; a loaded one adds to that, and
+			// the grace period is what it has (handoffStopSeconds for
+			// keepWarm): exit 0, not killed, within it.
+			if m.Killed || m.Err != nil {
+				t.Errorf("memcached ended at %v with %v (killed %v), want exit 0 on SIGTERM", m.Exited, m.Err, m.Killed)
 			}
 			if grace := term.Grace; m.Exited >= grace {
 				t.Errorf("memcached ended at %v, past the grace period %v", m.Exited, grace)
