@@ -125,6 +125,13 @@ func TestStableNamesKeepKeys(t *testing.T) {
 			if got := c.Set(t, "key-", keyCount, 100); got.OK != keyCount || got.Errors != 0 {
 				t.Fatalf("set after the replacement: %+v", got)
 			}
+			// Every key is there again. The gets also wait for the sets:
+			// pymemcache sends them noreply, and memcached answers a
+			// connection's commands in order, so the servers are asked
+			// only once they have stored every one.
+			if got := c.Get(t, "key-", keyCount); got.Hits != keyCount {
+				t.Fatalf("get after setting every key again: %+v, want %d hits", got, keyCount)
+			}
 			for slot, p := range pods {
 				if slot == replaced {
 					p = successor
