@@ -378,12 +378,14 @@ func TestCancelled(t *testing.T) {
 			size := func(i int) int { return 50<<10 + i%(100<<10) }
 			const count = 3000
 			fill(t, src.addr, "big", count, size, 0)
+			to := newClient(t, dst.addr)
+			// The destination's connections but the test's own.
+			idle := to.stat("curr_connections")
 			rec := newRecorder()
 			r, m := newRunner(t, "agent-a", rec, Options{Batch: 20, Retries: 1})
 			table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, table)
-			to := newClient(t, dst.addr)
 			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the copy did not start")
@@ -394,6 +396,13 @@ func TestCancelled(t *testing.T) {
 				rec.wait(t, "the report forgotten", 30*time.Second, func(r *recorder) bool { return slices.Contains(r.forgot, "cache-old") })
 			} else if p := rec.final(t, "cache-old", 30*time.Second); p.State != tt.wantState || p.Message == "" {
 				t.Errorf("final report %+v, want %s with a message", p, tt.wantState)
+			}
+			// The copy's connections closed, memcached still takes what
+			// they sent before: once it has closed them too, it has.
+			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_connections") > idle; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the destination still has %d connections but the test's %d, 30 s after the copy ended", to.stat("curr_connections"), idle)
+				}
 			}
 			n := to.stat("curr_items")
 			if n == 0 || n >= count {
@@ -567,7 +576,10 @@ func TestRefusals(t *testing.T) {
 	}{
 		{name: "key dump not allowed", srcArgs: []string{"-X"}, wantMsg: "refused to list its keys: ERROR key dump not allowed"},
 		{name: "no LRU crawler", srcArgs: []string{"-o", "no_lru_crawler"}, wantMsg: "refused to list its keys: CLIENT_ERROR lru crawler disabled"},
-		{name: "crawler busy", busy: true, wantDone: true},
+		// A hash table as large as 200,000 items need from the start:
+		// one that grows ends the dump that holds the crawler ("ERROR
+		// locked try again later"), and frees it.
+		{name: "crawler busy", srcArgs: []string{"-o", "hashpower=18"}, busy: true, wantDone: true},
 		{name: "items too large for the destination", dstArgs: []string{"-I", "512k"}, wantDone: true,
 			wantMsg: "1 items refused by the destination (SERVER_ERROR object too large for cache)"},
 	}
@@ -606,11 +618,14 @@ func TestRefusals(t *testing.T) {
 				if _, err := io.WriteString(c, "lru_crawler mgdump hash\r\n"); err != nil {
 					t.Fatal(err)
 				}
-				// The dump has begun (its first line), and holds the
-				// crawler before the copy asks for it.
+				// The dump has begun (OK, then keys), and holds the crawler
+				// before the copy asks for it.
 				c.SetReadDeadline(time.Now().Add(30 * time.Second))
-				if l, err := bufio.NewReaderSize(c, 16).ReadString('\n'); err != nil || l != "OK\r\n" {
-					t.Fatalf("the dump that holds the crawler began %q, %v", l, err)
+				br := bufio.NewReaderSize(c, 16)
+				for _, want := range []string{"OK\r\n", "mg "} {
+					if l, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(l, want) {
+						t.Fatalf("the dump that holds the crawler said %q, %v; want %q", l, err, want)
+					}
 				}
 				var once sync.Once
 				opts.Dial = tapDialer(src.addr, func(c *tapConn) {
