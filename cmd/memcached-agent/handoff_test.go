@@ -59,6 +59,7 @@ func startMemcached(t *testing.T, ip string, memoryMB int) string {
 	cmd := exec.Command(bin, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +217,7 @@ func startProcess(t *testing.T, name, statusFile string, args ...string) *proces
 		"--file-poll-interval=20ms", "--report-file=" + p.report, "--log-format=text", "--log-level=debug", "--shutdown-delay=0s"}, args...)...)
 	p.cmd.Env = append(os.Environ(), asAgent+"=1", "POD_NAME="+name)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = sysProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

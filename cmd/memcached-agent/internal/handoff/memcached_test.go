@@ -50,6 +50,7 @@ func startServer(t testing.TB, ip string, memoryMB int, args ...string) *server 
 	cmd := exec.Command(bin, append(a, args...)...)
 	s := &server{ip: ip, addr: net.JoinHostPort(ip, "11211"), cmd: cmd, stderr: &bytes.Buffer{}}
 	cmd.Stderr = s.stderr
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
