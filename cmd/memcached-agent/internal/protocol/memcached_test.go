@@ -1,12 +1,16 @@
 package protocol
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,47 +20,94 @@ import (
 
 // startMemcached runs the real memcached 1.6.45 (MEMCACHED_BIN, which make
 // test sets) on a loopback port for the test, or skips naming what is
-// missing (fails under CI).
+// missing (fails under CI). memcached picks the port itself (-p -1) and
+// writes it to MEMCACHED_PORT_FILENAME once it listens, as its own test
+// suite does: a port freed by the test and then given to memcached could be
+// taken meanwhile by another package's process, and an answer on it would
+// not be this memcached's.
 func startMemcached(t *testing.T) string {
 	t.Helper()
 	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45 to compare with")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not t.TempDir, whose parent only root may enter.
+	dir, err := os.MkdirTemp("", "memcached-ports-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	ln.Close()
-	args := []string{"-l", "127.0.0.1", "-p", port, "-U", "0", "-t", "1", "-m", "16"}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	portFile := filepath.Join(dir, "ports")
+	args := []string{"-l", "127.0.0.1", "-p", "-1", "-U", "0", "-t", "1", "-m", "16"}
 	if os.Geteuid() == 0 {
-		// memcached refuses to run as root without -u.
+		// memcached refuses to run as root without -u, and it is that user
+		// by the time it writes the port file.
 		args = append(args, "-u", "nobody")
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "MEMCACHED_PORT_FILENAME="+portFile)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	deadline := time.Now().Add(10 * time.Second)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	// memcached renames the file into place once every socket is bound.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(30 * time.Second)
 	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return addr
+		if b, err := os.ReadFile(portFile); err == nil {
+			var port int
+			for line := range strings.Lines(string(b)) {
+				if _, err := fmt.Sscanf(line, "TCP INET: %d", &port); err == nil {
+					return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+				}
+			}
+			t.Fatalf("memcached's port file has no TCP port: %q", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", addr, err, stderr.String())
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("memcached exited before listening: %v; it wrote: %s", err, stderr.String())
+		case <-timeout:
+			t.Fatalf("memcached wrote no port file in 30 s; it wrote: %s", stderr.String())
+		case <-tick.C:
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// exchange writes input on a new connection and reads what comes back
-// until the connection is closed or, once want bytes (or nothing, for
-// want 0) have come, nothing more comes for a moment.
-func exchange(t *testing.T, addr, input string, want int) (string, bool) {
+// endpointAnswer is what the endpoint writes for input on a new
+// connection, and whether it then closes it: the server's own session
+// (Transcript) with nothing of the network, so that reading the live
+// endpoint waits for its whole answer however slow the machine, rather
+// than stopping at a moment of silence.
+func endpointAnswer(input string, list *Answers) (string, bool) {
+	sess := &session{
+		r:       bufio.NewReaderSize(strings.NewReader(input), MaxLine+1),
+		list:    func() *Answers { return list },
+		observe: func(Kind) {},
+	}
+	for {
+		more, err := sess.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			// The input ends: a connection would wait for more.
+			return string(sess.out), false
+		case !more || err != nil:
+			return string(sess.out), true
+		}
+	}
+}
+
+// exchange writes input on a new connection and reads what comes back:
+// want bytes, then until the connection closes if wantClosed, and
+// otherwise for a moment more, so that bytes past the answer expected
+// show. Only a server that writes less than want, or keeps open a
+// connection it should close, makes it wait the whole deadline.
+func exchange(t *testing.T, addr, input string, want int, wantClosed bool) (string, bool) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -68,11 +119,11 @@ func exchange(t *testing.T, addr, input string, want int) (string, bool) {
 	}
 	var got []byte
 	buf := make([]byte, 64<<10)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		wait := 150 * time.Millisecond
-		if len(got) < want {
-			wait = time.Until(deadline)
+		wait := time.Until(deadline)
+		if len(got) >= want && !wantClosed {
+			wait = 150 * time.Millisecond
 		}
 		c.SetReadDeadline(time.Now().Add(wait))
 		n, err := c.Read(buf)
@@ -98,8 +149,13 @@ func exchange(t *testing.T, addr, input string, want int) (string, bool) {
 // memcached" a test. The one known difference is named in the case.
 func TestSameAsMemcached(t *testing.T) {
 	mc := startMemcached(t)
-	agent := startServer(t, &Server{List: fixedList(NewAnswers(testVersion, testNodes))})
+	list := NewAnswers(testVersion, testNodes)
+	agent := startServer(t, &Server{List: fixedList(list)})
 	long := func(n int) string { return strings.Repeat("k", n) }
+	// The rows run in parallel against one memcached, so each owns the
+	// keys it stores: only "set noreply, then version" stores one, under a
+	// name no other row reads (it stored "k", which "long get" then found
+	// or not, by chance of order).
 	tests := []struct {
 		name  string
 		input string
@@ -134,7 +190,7 @@ func TestSameAsMemcached(t *testing.T) {
 		{name: "set with a negative length", input: "set a 0 0 -1\r\n"},
 		{name: "set without a length", input: "set a 0 0\r\n"},
 		{name: "set with a long key", input: "set " + long(251) + " 0 0 5\r\nhello\r\nversion\r\n"},
-		{name: "set noreply, then version", input: "set k 0 0 5 noreply\r\nhello\r\nversion\r\n"},
+		{name: "set noreply, then version", input: "set stored-by-one-row 0 0 5 noreply\r\nhello\r\nversion\r\n"},
 		{name: "incr without a delta", input: "incr a\r\n"},
 		{name: "gat without a key", input: "gat 10\r\n"},
 		{name: "config get cluster with more tokens, noreply", input: "config get cluster noreply\r\nversion\r\n"},
@@ -154,8 +210,9 @@ func TestSameAsMemcached(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, gotClosed := exchange(t, agent, tt.input, 0)
-			want, wantClosed := exchange(t, mc, tt.input, len(got)+len(tt.memcachedExtra))
+			answer, closes := endpointAnswer(tt.input, list)
+			got, gotClosed := exchange(t, agent, tt.input, len(answer), closes)
+			want, wantClosed := exchange(t, mc, tt.input, len(got)+len(tt.memcachedExtra), gotClosed)
 			if got+tt.memcachedExtra != want || gotClosed != wantClosed {
 				t.Errorf("answer to %.80q:\n endpoint %q (closed %v)\nmemcached %q (closed %v)", tt.input, got, gotClosed, want, wantClosed)
 			}
