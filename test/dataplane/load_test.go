@@ -19,17 +19,32 @@ func TestStaleReads(t *testing.T) {
 	}
 	load.Start()
 	defer load.Stop()
-	time.Sleep(500 * time.Millisecond)
-	c := load.Counts()
-	if c.Hits == 0 || c.Stale != 0 || c.Errors != 0 {
+	// Reads rather than time: a loaded machine may give the workers little
+	// of either.
+	c := waitCounts(t, load, Counts{}, func(d Counts) bool { return d.Hits >= 2*int64(load.Keys) })
+	if c.Stale != 0 || c.Errors != 0 {
 		t.Fatalf("counts %+v, want hits and no stale read or error", c)
 	}
 	for i := range load.Keys {
 		m.Set(t, Key(i), "0:older than any write of the load")
 	}
-	time.Sleep(500 * time.Millisecond)
-	if d := load.Counts().Sub(c); d.Stale == 0 {
-		t.Errorf("counts since the overwrite %+v, want stale reads", d)
+	waitCounts(t, load, c, func(d Counts) bool { return d.Stale > 0 })
+}
+
+// waitCounts waits until the load's counts since before satisfy ok, and
+// returns them all; it fails the test if they do not within a minute.
+func waitCounts(t *testing.T, load *Load, before Counts, ok func(Counts) bool) Counts {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c := load.Counts()
+		if ok(c.Sub(before)) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts since %+v: %+v after a minute", before, c.Sub(before))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
