@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,15 +38,35 @@ import (
 // (its stdin closes when it dies, even by SIGKILL). end deletes it
 // explicitly as well, to free it at once, since sockets still open into
 // the namespace would keep it alive.
+//
+// Where no Pod is, the range is unreachable, as a cluster's Pod range is
+// where no Pod is: connecting to an ended Pod's address fails at once
+// with EHOSTUNREACH (no route to host), and a client marks the server
+// failed and looks its name up again. Without it the address would fall
+// to the machine's default route, and on some machines something there
+// accepts every connection and answers HTTP 400 or nothing, which kept a
+// client that looks a name up again only once a connection to it fails
+// (libmemcached, PHP's memcached) sending to an ended Pod. The route that
+// does it, unreachable <range> metric unreachableMetric, is the process's
+// first Pod's to add (ip route replace, so adding it again changes
+// nothing), is shared by every Pod and test process using the range (a
+// Pod's /30 is more specific, and wins while the Pod lives), and stays
+// after the tests: it is what a node outside the cluster's Pod range
+// sees, and it leads nowhere. The harness knows it for its own: it is no
+// Pod's leftover and does not make the range taken.
 const (
 	ifacePrefix = "mcpod"
 	// slotTries bounds the search for a free slot from a random start.
 	slotTries = 256
+	// unreachableMetric is the metric of the range's unreachable route:
+	// the highest there is, so that any other route to the same prefix
+	// wins over it.
+	unreachableMetric = math.MaxUint32
 )
 
 // podRanges are the ranges Pod addresses may come from. The first that no
-// route of the machine touches (in any table; the Pods' own routes aside)
-// is used. 10.244.0.0/16 is the Pod range of kind and flannel, so the
+// route of the machine touches (in any table; the Pods' own routes and the
+// ranges' unreachable routes aside) is used. 10.244.0.0/16 is the Pod range of kind and flannel, so the
 // addresses look like a cluster's; the others stand in on a machine that
 // routes it (a VPN, a node of such a cluster).
 var podRanges = []netip.Prefix{
@@ -72,10 +94,11 @@ type network struct {
 
 // route is a route as `ip -j route` prints it.
 type route struct {
-	Dst   string `json:"dst"`
-	Dev   string `json:"dev"`
-	Type  string `json:"type"`
-	Table string `json:"table"`
+	Dst    string `json:"dst"`
+	Dev    string `json:"dev"`
+	Type   string `json:"type"`
+	Table  string `json:"table"`
+	Metric uint32 `json:"metric"`
 }
 
 // routes lists every IPv4 route of the machine, in every table.
@@ -115,11 +138,36 @@ func (r route) String() string {
 	if r.Table != "" {
 		s += " table " + r.Table
 	}
+	if r.Metric != 0 {
+		s += " metric " + strconv.FormatUint(uint64(r.Metric), 10)
+	}
 	return s
 }
 
+// isRangeRoute tells whether r is the unreachable route the harness keeps
+// for one of podRanges (unreachableRange), in the main table.
+func (r route) isRangeRoute() bool {
+	if r.Type != "unreachable" || r.Metric != unreachableMetric || r.Table != "" {
+		return false
+	}
+	p, ok := r.prefix()
+	return ok && slices.Contains(podRanges, p)
+}
+
+// unreachableRange makes rng unreachable but where a Pod is (see the
+// network's comment above): its unreachable route, replaced if it is
+// there already, so that Pods and test processes starting at once all
+// may add it.
+func unreachableRange(ip string, rng netip.Prefix) error {
+	m := strconv.FormatUint(unreachableMetric, 10)
+	if out, err := exec.Command(ip, "route", "replace", "unreachable", rng.String(), "metric", m).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip route replace unreachable %s metric %s: %v: %s", rng, m, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // chooseRange returns the first of podRanges that overlaps no route of the
-// machine but the Pods' own.
+// machine but the Pods' own and the ranges' unreachable routes.
 func chooseRange(ip string) (netip.Prefix, error) {
 	rs, err := routes(ip)
 	if err != nil {
@@ -129,7 +177,7 @@ func chooseRange(ip string) (netip.Prefix, error) {
 	for _, candidate := range podRanges {
 		var clash []string
 		for _, r := range rs {
-			if strings.HasPrefix(r.Dev, ifacePrefix) {
+			if strings.HasPrefix(r.Dev, ifacePrefix) || r.isRangeRoute() {
 				continue
 			}
 			if p, ok := r.prefix(); ok && p.Overlaps(candidate) {
@@ -154,7 +202,12 @@ func slotSubnet(rng netip.Prefix, n int) netip.Prefix {
 
 // startNetwork gives the sandbox (process pid) its eth0 and address.
 func startNetwork(ip string, pid int) (*network, error) {
-	podRange.once.Do(func() { podRange.prefix, podRange.err = chooseRange(ip) })
+	podRange.once.Do(func() {
+		podRange.prefix, podRange.err = chooseRange(ip)
+		if podRange.err == nil {
+			podRange.err = unreachableRange(ip, podRange.prefix)
+		}
+	})
 	if podRange.err != nil {
 		return nil, podRange.err
 	}
@@ -231,7 +284,8 @@ func (n *network) remove() error {
 
 // leftovers lists what the Pod left on the machine, waiting up to timeout
 // for the kernel to finish: its host end, and any route to its /30 on an
-// interface that is still its own.
+// interface that is still its own (the range's unreachable route is
+// meant to stay).
 func (n *network) leftovers(timeout time.Duration) []string {
 	var left []string
 	WaitFor(timeout, func() bool {
@@ -246,7 +300,7 @@ func (n *network) leftovers(timeout time.Duration) []string {
 		}
 		for _, r := range rs {
 			p, ok := r.prefix()
-			if !ok || !p.Overlaps(n.subnet) {
+			if !ok || !p.Overlaps(n.subnet) || r.isRangeRoute() {
 				continue
 			}
 			// A route to the /30 on another interface of the same name

@@ -4,6 +4,7 @@ package pod
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,10 +107,26 @@ func TestPodNetwork(t *testing.T) {
 		}
 		for _, p := range []*Pod{a, b} {
 			for _, r := range rs {
-				if dst, ok := r.prefix(); ok && dst.Overlaps(p.net.subnet) && r.Dev != p.net.iface {
+				if dst, ok := r.prefix(); ok && dst.Overlaps(p.net.subnet) && r.Dev != p.net.iface && !r.isRangeRoute() {
 					t.Errorf("route %s overlaps the Pod's %s", r, p.net.subnet)
 				}
 			}
+		}
+	})
+
+	// The range's unreachable route does not make it taken: a test
+	// process starting now chooses the same range.
+	t.Run("the range is unreachable where no Pod is", func(t *testing.T) {
+		rs, err := routes(a.net.ip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := route{Dst: podRange.prefix.String(), Type: "unreachable", Metric: unreachableMetric}
+		if !slices.ContainsFunc(rs, func(r route) bool { return r.isRangeRoute() && r.Dst == want.Dst }) {
+			t.Errorf("no route %s among the machine's", want)
+		}
+		if got, err := chooseRange(a.net.ip); err != nil || got != podRange.prefix {
+			t.Errorf("chooseRange() = %v, %v; want %s, the range the Pods have", got, err, podRange.prefix)
 		}
 	})
 
@@ -151,6 +169,41 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("dialing %s from the other Pod: %v, want network is unreachable", b.Addr(11211), err)
 		}
 	})
+}
+
+// TestEndedPodUnreachable ends a Pod each way a test ends one, and dials
+// its address: the connection fails at once with no route to host, as it
+// does to a gone Pod's address in a cluster, and a client marks the
+// server failed. Were the address the machine's default route's, whatever
+// answers there on some machines would accept it (and answer HTTP 400, or
+// nothing), and a client that looks a server's name up again only once
+// connecting fails (libmemcached) would keep sending to the ended Pod.
+func TestEndedPodUnreachable(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		end  func(p *Pod)
+	}{
+		{"Terminate", func(p *Pod) { p.Terminate() }},
+		{"Kill", func(p *Pod) { p.Kill() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := Run(t, testPod(30, memcachedContainer("memcached", 11211)), Options{})
+			waitVersion(t, p.Addr(11211))
+			tt.end(p) // returns once the Pod's interface and routes are gone
+			conn, err := net.DialTimeout("tcp", p.Addr(11211), 5*time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			if !errors.Is(err, syscall.EHOSTUNREACH) {
+				// Another Pod takes the slot in between only by chance:
+				// a Pod starts at a random one of the range's slots.
+				_, taken := ifindex(p.net.iface)
+				t.Errorf("dialing the ended Pod's %s: %v, want no route to host (EHOSTUNREACH); the slot's interface %s exists again: %v",
+					p.Addr(11211), err, p.net.iface, taken == nil)
+			}
+		})
+	}
 }
 
 // TestNothingLeftBehind ends a Pod every way a test can end one, and every

@@ -36,10 +36,9 @@
 // the spec asks for, probes see what they should, sidecars do their job,
 // a preStop keeps memcached serving as long as it should. Unlike a node's,
 // every container of a Pod shares one PID namespace (whose PID 1 is the
-// sandbox's shell), as with shareProcessNamespace; and once a Pod has
-// ended, its address leads wherever the machine's default route leads
-// (on some machines a proxy answers there): check for memcached's answer,
-// not for a refused connection.
+// sandbox's shell), as with shareProcessNamespace. Once a Pod has ended,
+// its address is unreachable, as a gone Pod's is in a cluster: connecting
+// fails at once with no route to host (network.go).
 //
 // It needs root (namespaces, another user, veth pairs), util-linux's
 // nsenter and setpriv, iproute2's ip and busybox, and finds memcached and
