@@ -710,8 +710,12 @@ func TestEntryChanged(t *testing.T) {
 	h.To, h.ToIP = "cache-2", second.ip
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-2", second.ip)})
 	p := rec.final(t, "cache-old", 60*time.Second)
-	if p.State != "Done" || p.Items != count {
-		t.Errorf("final report %+v, want Done, %d items", p, count)
+	// The first copy routes each item to the slot's holder as the table
+	// stands when it writes it (Update stores the table, then cancels the
+	// copy): the few it writes after the new table landed are on the
+	// second destination already.
+	if p.State != "Done" || p.Items+p.Skipped != count {
+		t.Errorf("final report %+v, want Done, %d items handed on or already there", p, count)
 	}
 	if n := to.stat("curr_items"); n >= count {
 		t.Errorf("the first copy was not cancelled: %d items", n)
