@@ -22,6 +22,7 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 )
 
 // version and commit say what was built; the Makefile and the Dockerfile
@@ -78,8 +79,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: report key, the source Pod's name, for Moved POD_SLOT, for Grown POD_SLOT_TO, to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
 	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
-	fs.DurationVar(&cfg.handoffSettle, "handoff-settle", 2*time.Second, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second; clients that resolve the slots' names, within their lookup period and the DNS TTL: the hook sets it from spec.rollout.clientMoveSeconds), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
-	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", 15*time.Second, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
+	fs.DurationVar(&cfg.handoffSettle, "handoff-settle", contract.ClientMove, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second; clients that resolve the slots' names, within their lookup period and the DNS TTL: the hook sets it from spec.rollout.clientMoveSeconds), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
+	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", contract.LockTTL, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 
 	if err := fs.Parse(args, getenv); err != nil {
 		return nil, err

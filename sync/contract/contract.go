@@ -8,6 +8,10 @@
 //     agent reports hand-offs in is one of them;
 //   - where a hand-off's progress is reported (ReportKey; its state is
 //     the API's v1alpha1.HandoffState, since the status carries it);
+//   - the hand-off's timings (timing.go: Settle, ClientMove, PreStopSleep,
+//     MaxCatchUp, LockTTL...), one protocol whose relation a test holds:
+//     the hook writes them into the Pod templates and acts on the slot
+//     table by them, the agent takes them as its defaults;
 //   - the slot table's order, which every reader relies on (CheckOrder,
 //     Ordered), and its bound (MaxSlots);
 //   - the pool file the agent writes for memcached's proxy and the proxy's

@@ -3,6 +3,7 @@ package memcached
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,49 +20,38 @@ import (
 // The agent runs in its Deployment, reports its copies in the ConfigMap
 // NAME-agent, and the status carries them as hand-offs.
 
-// Hand-off timing. The copy rate is measured (BENCHMARKS.md): the agent
-// copies at 100 MiB/s and more on loopback; the default allows half of the
-// slowest rate seen, 50 MiB/s, and 30 s for a Ready Pod to take the slot
-// (the replacement of a deleted Pod has to start first).
-const (
-	handoffSlotWaitSeconds = 30
-	handoffMiBPerSecond    = 50
-	// handoffStopSeconds is what memcached gets after the preStop, to
-	// exit on SIGTERM.
-	handoffStopSeconds = 5
-)
+// The hand-off's timings are contract's (the agent uses them too): see
+// there how they relate. The hook writes them into the Pod templates in
+// seconds.
 
 // HandoffSeconds is how long a leaving Pod keeps serving for its hand-off
-// (spec.rollout.handoffSeconds, or 30 s plus a second for every 50 MiB of
-// maxMemoryMB), counted after the preStop's first sleep.
+// (spec.rollout.handoffSeconds, or contract.SlotWait plus a second for
+// every contract.CopyMiBPerSecond of maxMemoryMB), counted after the
+// preStop's first sleep.
 func HandoffSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	if s.Rollout != nil && s.Rollout.HandoffSeconds != nil {
 		return int64(*s.Rollout.HandoffSeconds)
 	}
 	mb := int64(*s.Memcached.MaxMemoryMB)
-	return handoffSlotWaitSeconds + (mb+handoffMiBPerSecond-1)/handoffMiBPerSecond
+	return seconds(contract.SlotWait) + (mb+contract.CopyMiBPerSecond-1)/contract.CopyMiBPerSecond
 }
 
-// The copy's wait for clients to move to a slot's new Pod
-// (spec.rollout.clientMoveSeconds): the agent's own default, for the
-// proxy and Auto Discovery clients, or, with stable names, dskit's DNS
-// lookup period (30 s; Thanos' is 10 s) plus the cluster DNS's TTL (5 s)
-// and a margin.
-const (
-	clientMoveSecondsDefault     = 2
-	clientMoveSecondsStableNames = 40
-)
-
-// clientMoveSeconds is how long a copy waits for clients to move.
+// clientMoveSeconds is how long a copy waits for clients to move to a
+// slot's new Pod (spec.rollout.clientMoveSeconds): the agent's own
+// default (contract.ClientMove), for the proxy and Auto Discovery
+// clients, or contract.ClientMoveStableNames with stable names.
 func clientMoveSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	switch {
 	case s.Rollout != nil && s.Rollout.ClientMoveSeconds != nil:
 		return int64(*s.Rollout.ClientMoveSeconds)
 	case stableNamesEnabled(s):
-		return clientMoveSecondsStableNames
+		return seconds(contract.ClientMoveStableNames)
 	}
-	return clientMoveSecondsDefault
+	return seconds(contract.ClientMove)
 }
+
+// seconds is a timing as the Pod templates give it: whole seconds.
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
 
 // clientMoveSet tells whether the wait is the spec's or stable names'
 // rather than the agent's default: only then is it in the Pod templates,
@@ -100,7 +90,7 @@ func (handoff) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 	if !keepWarm(s) {
 		return
 	}
-	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + servingSeconds(s) + handoffStopSeconds)
+	t.Spec.TerminationGracePeriodSeconds = ptr(preStopSleepSeconds + servingSeconds(s) + seconds(contract.MemcachedStop))
 	container(t, "memcached").Lifecycle.PreStop = preStop(s)
 }
 

@@ -3,6 +3,7 @@ package memcached
 import (
 	"maps"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,10 +26,8 @@ const (
 	// (Debian and Alpine alike); runAsNonRoot needs it numeric.
 	memcachedUID = 11211
 	// preStopSleepSeconds keeps a terminating Pod serving while endpoints
-	// drop it: memcached exits at once on SIGTERM.
-	preStopSleepSeconds = 10
-	// terminationGraceSeconds must exceed the preStop sleep.
-	terminationGraceSeconds = 30
+	// drop it: memcached exits at once on SIGTERM (contract.PreStopSleep).
+	preStopSleepSeconds = int64(contract.PreStopSleep / time.Second)
 )
 
 type pods struct{ noFeature }
@@ -59,7 +58,7 @@ func (pods) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 		Containers:                    []corev1.Container{memcachedContainer(s)},
 		AutomountServiceAccountToken:  ptr(false),
 		EnableServiceLinks:            ptr(false),
-		TerminationGracePeriodSeconds: ptr(int64(terminationGraceSeconds)),
+		TerminationGracePeriodSeconds: ptr(seconds(contract.GraceWithoutHandoff)),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr(true),
 			RunAsUser:      ptr(int64(memcachedUID)),

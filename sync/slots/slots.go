@@ -40,12 +40,13 @@ import (
 const MaxSlots = contract.MaxSlots
 
 // Settle is how long after the second an event is stamped with the hook
-// waits before it acts on it (see Assign): the API server and the kubelet
-// stamp events to the second, so an event stamped t happened before t+1 s,
-// and Settle leaves one more second for it to reach Metacontroller's
-// cache, where every sync that acts on the event sees the events of that
-// second with it.
-const Settle = 2 * time.Second
+// waits before it acts on it (see Assign; contract.Settle, with the
+// hand-off's other timings): the API server and the kubelet stamp events
+// to the second, so an event stamped t happened before t+1 s, and Settle
+// leaves one more second for it to reach Metacontroller's cache, where
+// every sync that acts on the event sees the events of that second with
+// it.
+const Settle = contract.Settle
 
 // Pod is what the slot table needs to know of a memcached Pod.
 type Pod struct {

@@ -433,11 +433,10 @@ func (f *forwarder) checkAfterCopy(k dumpKey) {
 
 // maxCatchUp bounds how long the done marker waits for the forwarder to
 // hand on what the source logged before the copy ended (catchUp): a
-// forwarder that falls behind must not hold the source's stop up. 2 s
-// was too short on a loaded machine (make test with four suites at once:
-// 13 writes lost, read stale by pymemcache); 10 s fits in the 30 s that
-// handoffSeconds allows beside the copy.
-const maxCatchUp = 10 * time.Second
+// forwarder that falls behind must not hold the source's stop up. It is
+// contract.MaxCatchUp, which fits in the preStop's bound with the
+// hand-off's other timings.
+const maxCatchUp = contract.MaxCatchUp
 
 // markKey is catchUp's mark: a reserved key (never copied nor
 // forwarded), of this forwarder alone.

@@ -84,8 +84,8 @@ type Options struct {
 	// Retries is how often a copy starts again after a connection
 	// failure (3).
 	Retries int
-	// LockTTL is the lock's TTL, renewed every third of it (15 s): how
-	// long an agent that died holds a copy up.
+	// LockTTL is the lock's TTL, renewed every third of it
+	// (contract.LockTTL): how long an agent that died holds a copy up.
 	LockTTL time.Duration
 	// ReportEvery is the time between two progress reports (2 s).
 	ReportEvery time.Duration
@@ -94,7 +94,7 @@ type Options struct {
 	// pool within a second): a write the leaving Pod took after the copy
 	// read its key would never reach the new owner, which would serve the
 	// older value. A write to the new owner is never overwritten (add
-	// mode). 0: no wait (the agent's flag defaults to 2 s).
+	// mode). 0: no wait (the agent's flag defaults to contract.ClientMove).
 	Settle time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
@@ -136,7 +136,7 @@ func (o Options) withDefaults() Options {
 		o.Retries = 3
 	}
 	if o.LockTTL == 0 {
-		o.LockTTL = 15 * time.Second
+		o.LockTTL = contract.LockTTL
 	}
 	if o.ReportEvery == 0 {
 		o.ReportEvery = 2 * time.Second
