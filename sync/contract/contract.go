@@ -25,6 +25,7 @@ package contract
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
@@ -54,9 +55,10 @@ func AgentName(name string) string { return name + AgentSuffix }
 
 // ReportKey is where the agent reports a hand-off's progress (a data key
 // of ConfigMap NAME-agent) and where the hook reads it: the Pod's name,
-// and for a Moved hand-off "_" and its slot ('_' is in no Pod name). A
-// Pod may move more than once in its life; a report left from an earlier
-// move, Done or Failed, must not end a later one before it started.
+// and for a Moved hand-off "_" and the slot it moved into ('_' is in no
+// Pod name). A Pod may move more than once in its life; a report left
+// from an earlier move, Done or Failed, must not end a later one before
+// it started.
 //
 // A Grown hand-off's key is the Pod's name, "_", the first slot added,
 // "_" and the Pod that took it (two '_', where a Moved key has one): a
@@ -64,14 +66,52 @@ func AgentName(name string) string { return name + AgentSuffix }
 // report of an earlier one must not end the next. The first added
 // slot's Pod is new in each scale-up (a Pod never moves up into a slot),
 // so the key is one plan's.
+//
+// ParseReportKey reads a key back; nothing else takes one apart.
 func ReportKey(h v1alpha1.Handoff) string {
-	switch {
-	case h.Reason == v1alpha1.HandoffMoved && h.Slot != nil:
-		return h.Pod + "_" + strconv.Itoa(int(*h.Slot))
-	case h.Reason == v1alpha1.HandoffGrown && h.Slot != nil:
-		return h.Pod + "_" + strconv.Itoa(int(*h.Slot)) + "_" + h.To
+	if s, ok := h.MovedInto(); ok {
+		return h.Pod + reportKeySep + strconv.Itoa(int(s))
+	}
+	if s, ok := h.FirstAdded(); ok {
+		return h.Pod + reportKeySep + strconv.Itoa(int(s)) + reportKeySep + h.To
 	}
 	return h.Pod
+}
+
+// reportKeySep separates a report key's parts: it is in no Pod name.
+const reportKeySep = "_"
+
+// Reported is what a report key names (ParseReportKey): the hand-off's
+// Pod and, for a Pod that stays, its reason (Moved, Grown) and slot (the
+// slot it moved into, the first slot added), and for Grown the first
+// added slot's Pod (To). A leaving Pod's key (Replaced, Removed, NoSlot)
+// names the Pod alone: Reason is empty.
+type Reported struct {
+	Pod    string
+	Reason v1alpha1.HandoffReason
+	Slot   int32
+	To     string
+}
+
+// ParseReportKey reads a key ReportKey made, and tells whether it is one.
+func ParseReportKey(key string) (Reported, bool) {
+	parts := strings.Split(key, reportKeySep)
+	r := Reported{Pod: parts[0]}
+	if r.Pod == "" || len(parts) > 3 {
+		return Reported{}, false
+	}
+	if len(parts) == 1 {
+		return r, true
+	}
+	slot, err := strconv.ParseInt(parts[1], 10, 32)
+	if err != nil || slot < 0 || strconv.FormatInt(slot, 10) != parts[1] {
+		return Reported{}, false
+	}
+	r.Slot, r.Reason = int32(slot), v1alpha1.HandoffMoved
+	if len(parts) == 3 {
+		r.Reason, r.To = v1alpha1.HandoffGrown, parts[2]
+	}
+	return r, true
 }
 
 // MaxSlots bounds the slot table: no slot number reaches it. It is the

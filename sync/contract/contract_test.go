@@ -69,7 +69,23 @@ func TestReportKey(t *testing.T) {
 			if got := contract.ReportKey(tt.h); got != tt.want {
 				t.Errorf("ReportKey() = %q, want %q", got, tt.want)
 			}
+			// ParseReportKey reads back what the key names.
+			want := contract.Reported{Pod: tt.h.Pod}
+			if tt.h.Reason == v1alpha1.HandoffMoved || tt.h.Reason == v1alpha1.HandoffGrown {
+				want.Reason, want.Slot = tt.h.Reason, *tt.h.Slot
+			}
+			if tt.h.Reason == v1alpha1.HandoffGrown {
+				want.To = tt.h.To
+			}
+			if got, ok := contract.ParseReportKey(tt.want); !ok || got != want {
+				t.Errorf("ParseReportKey(%q) = %+v, %v, want %+v", tt.want, got, ok, want)
+			}
 		})
+	}
+	for _, key := range []string{"", "_7", "cache-a_", "cache-a_x", "cache-a_-1", "cache-a_07", "cache-a_7_b_c", "cache-a_99999999999"} {
+		if got, ok := contract.ParseReportKey(key); ok {
+			t.Errorf("ParseReportKey(%q) = %+v, want no report key", key, got)
+		}
 	}
 }
 

@@ -66,28 +66,28 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 		took, taken := a.Took[p.Name]
 		switch {
 		case p.Leaving && holds && now < n:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(now))}
+			h = waiting(now)
 		case p.Leaving && holds:
 			// Its slot goes with it (a scale-down; the table is longer
 			// only while a Pod above size waits to move).
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+			h = removed()
 		case p.Leaving && held && taken:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(took.Slot))}
+			h = replaced(took.Slot)
 		case p.Leaving && held:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+			h = removed()
 		case !p.Leaving && held && holds && was != now:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffMoved, Slot: ptr(int32(now)), To: p.Name, ToIP: p.IP}
+			h = moved(now, p)
 		case p.Leaving && hasPrev && prev.Reason == v1alpha1.HandoffMoved:
 			// It moved, then started leaving before its copy ended:
 			// its items now go where their keys hash.
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+			h = removed()
 		case p.Leaving && hasPrev:
 			h = prev
 		case p.Leaving && taken:
 			// It took a slot and left it since prev was written.
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(took.Slot))}
+			h = replaced(took.Slot)
 		case p.Leaving:
-			h = v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot}
+			h = noSlot()
 		case hasPrev && prev.Reason == v1alpha1.HandoffMoved && !ended(prev, reports):
 			// A Moved copy goes on, through a scale-up too: it puts
 			// each item where its key hashes in the table as it is
@@ -102,14 +102,14 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 				continue
 			}
 		}
-		if h.Reason == v1alpha1.HandoffReplaced {
+		if taken, ok := h.TakenSlot(); ok {
 			// Its items go to the slot's Pod as the table has it now:
 			// the one that took it, or, if that one left too, the next.
 			// A slot that went, or whose Pod is gone, is owed nothing.
-			if s := int(*h.Slot); s < len(table) && table[s].Pod != "" {
+			if s := int(taken); s < len(table) && table[s].Pod != "" {
 				h.To, h.ToIP = table[s].Pod, table[s].IP
 			} else {
-				h = v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved}
+				h = removed()
 			}
 		}
 		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
@@ -163,8 +163,8 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 // hash to an added one stay behind.
 func grown(holds bool, now int, prev v1alpha1.Handoff, hasPrev bool, added int, table []v1alpha1.Slot, n int, reports map[string]v1alpha1.HandoffProgress) (v1alpha1.Handoff, bool) {
 	first := -1
-	if hasPrev && prev.Reason == v1alpha1.HandoffGrown && prev.Slot != nil && !ended(prev, reports) {
-		first = int(*prev.Slot)
+	if s, ok := prev.FirstAdded(); hasPrev && ok && !ended(prev, reports) {
+		first = int(s)
 	}
 	if added >= 0 && (first < 0 || added < first) {
 		first = added
@@ -172,7 +172,7 @@ func grown(holds bool, now int, prev v1alpha1.Handoff, hasPrev bool, added int, 
 	if first < 0 || !holds || now >= first || first >= n {
 		return v1alpha1.Handoff{}, false
 	}
-	h := v1alpha1.Handoff{Reason: v1alpha1.HandoffGrown, Slot: ptr(int32(first))}
+	h := grownFrom(first)
 	for s := first; s < n; s++ {
 		if s >= len(table) || table[s].State != v1alpha1.SlotServing {
 			return h, true
@@ -185,7 +185,7 @@ func grown(holds bool, now int, prev v1alpha1.Handoff, hasPrev bool, added int, 
 // ended tells whether the agent reported a copy of a Pod that stays
 // (Moved, or Grown once planned) Done or Failed.
 func ended(h v1alpha1.Handoff, reports map[string]v1alpha1.HandoffProgress) bool {
-	if h.Reason == v1alpha1.HandoffGrown && h.To == "" {
+	if h.Reason == v1alpha1.HandoffGrown && !h.Planned() {
 		return false
 	}
 	st := reports[contract.ReportKey(h)].State
@@ -201,6 +201,41 @@ func slotsByPod(table []v1alpha1.Slot) map[string]int {
 		}
 	}
 	return m
+}
+
+// The entries Handoffs writes, one a reason, each naming the slot it means
+// (read back with v1alpha1.Handoff's TakenSlot, HeldSlot, MovedInto and
+// FirstAdded).
+
+// waiting is a leaving Pod's that still holds slot held, below size: no
+// Ready Pod took it yet.
+func waiting(held int) v1alpha1.Handoff {
+	return v1alpha1.Handoff{Reason: v1alpha1.HandoffWaiting, Slot: ptr(int32(held))}
+}
+
+// replaced is a leaving Pod's whose slot a Ready Pod took; Handoffs names
+// the slot's Pod now (To, ToIP) once the table is known.
+func replaced(taken int) v1alpha1.Handoff {
+	return v1alpha1.Handoff{Reason: v1alpha1.HandoffReplaced, Slot: ptr(int32(taken))}
+}
+
+// removed is a leaving Pod's whose slot went: its items go where their
+// keys now hash.
+func removed() v1alpha1.Handoff { return v1alpha1.Handoff{Reason: v1alpha1.HandoffRemoved} }
+
+// noSlot is a leaving Pod's that held no slot: nothing to hand on.
+func noSlot() v1alpha1.Handoff { return v1alpha1.Handoff{Reason: v1alpha1.HandoffNoSlot} }
+
+// moved is a staying Pod's that moved into slot into from a removed one
+// (To is the Pod itself).
+func moved(into int, p Pod) v1alpha1.Handoff {
+	return v1alpha1.Handoff{Reason: v1alpha1.HandoffMoved, Slot: ptr(int32(into)), To: p.Name, ToIP: p.IP}
+}
+
+// grownFrom is a staying Pod's whose items may hash to the slots a
+// scale-up added from first on; unplanned (no To) until they all serve.
+func grownFrom(first int) v1alpha1.Handoff {
+	return v1alpha1.Handoff{Reason: v1alpha1.HandoffGrown, Slot: ptr(int32(first))}
 }
 
 func ptr[T any](v T) *T { return &v }

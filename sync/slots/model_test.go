@@ -539,16 +539,17 @@ func (w *world) sync() {
 // once every added slot below size serves.
 func (w *world) checkGrown(copy object, st status, h v1alpha1.Handoff) {
 	tb := st.table.Slots
-	if h.Slot == nil {
+	added, ok := h.FirstAdded()
+	if !ok {
 		w.t.Errorf("landing %d: %s's Grown hand-off names no slot", w.landed, h.Pod)
 		return
 	}
-	first := int(*h.Slot)
+	first := int(added)
 	own := slices.IndexFunc(tb, func(e v1alpha1.Slot) bool { return e.Pod == h.Pod })
 	if own < 0 || own >= first {
 		w.t.Errorf("landing %d: %s hands on slots from %d, and holds slot %d: %s", w.landed, h.Pod, first, own, show(tb))
 	}
-	if h.To == "" {
+	if !h.Planned() {
 		return
 	}
 	w.grownPlans++
@@ -574,8 +575,8 @@ func (w *world) check(copy object, st status) {
 	}
 	moved := map[string]int32{}
 	for _, h := range st.handoffs {
-		if h.Reason == v1alpha1.HandoffMoved && h.Slot != nil {
-			moved[h.Pod] = *h.Slot
+		if into, ok := h.MovedInto(); ok {
+			moved[h.Pod] = into
 		}
 	}
 	for _, p := range w.cachedPods() {
@@ -604,7 +605,7 @@ func (w *world) check(copy object, st status) {
 	for _, h := range st.handoffs {
 		// The agent copies what the entry asks for: nothing while a
 		// slot waits, or while a Grown plan is not made.
-		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting && !(h.Reason == v1alpha1.HandoffGrown && h.To == "") {
+		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting && !(h.Reason == v1alpha1.HandoffGrown && !h.Planned()) {
 			if _, due := w.reportDue[key]; !due && w.reports[key].State == "" {
 				w.reportDue[key] = w.now.Add(time.Duration(500+w.rng.IntN(3000)) * time.Millisecond)
 				if h.Reason == v1alpha1.HandoffGrown {
@@ -616,15 +617,16 @@ func (w *world) check(copy object, st status) {
 			w.checkGrown(copy, st, h)
 			continue
 		}
-		if h.Reason != v1alpha1.HandoffReplaced {
+		taken, ok := h.TakenSlot()
+		if !ok {
 			continue
 		}
-		if first, ok := w.firstSlot[h.Pod]; ok && first != *h.Slot {
-			w.t.Errorf("landing %d: %s's hand-off names slot %d, an earlier one named slot %d: %s", w.landed, h.Pod, *h.Slot, first, show(tb))
+		if first, ok := w.firstSlot[h.Pod]; ok && first != taken {
+			w.t.Errorf("landing %d: %s's hand-off names slot %d, an earlier one named slot %d: %s", w.landed, h.Pod, taken, first, show(tb))
 		}
-		w.firstSlot[h.Pod] = *h.Slot
-		if int(*h.Slot) >= len(tb) || tb[*h.Slot].Pod != h.To {
-			w.t.Errorf("landing %d: %s's hand-off names %s in slot %d, which the table does not: %s", w.landed, h.Pod, h.To, *h.Slot, show(tb))
+		w.firstSlot[h.Pod] = taken
+		if successor, _, _ := h.Successor(); int(taken) >= len(tb) || tb[taken].Pod != successor {
+			w.t.Errorf("landing %d: %s's hand-off names %s in slot %d, which the table does not: %s", w.landed, h.Pod, successor, taken, show(tb))
 		}
 	}
 

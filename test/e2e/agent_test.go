@@ -284,12 +284,13 @@ func testKeepWarmRollout(s *scenario) {
 				continue
 			}
 			replaced[h.Pod] = h
-			if h.Slot == nil || *h.Slot != slotOf[h.Pod] {
+			successor, successorIP, _ := h.Successor()
+			if taken, ok := h.TakenSlot(); !ok || taken != slotOf[h.Pod] {
 				s.t.Errorf("%s left slot %d, its hand-off names slot %v", h.Pod, slotOf[h.Pod], h.Slot)
-			} else if owner := now.Status.SlotTable.Slots[*h.Slot]; owner.Pod != h.To || owner.State != v1alpha1.SlotServing {
-				s.t.Errorf("%s's hand-off names %s, slot %d is held by %s (%s)", h.Pod, h.To, *h.Slot, owner.Pod, owner.State)
+			} else if owner := now.Status.SlotTable.Slots[taken]; owner.Pod != successor || owner.State != v1alpha1.SlotServing {
+				s.t.Errorf("%s's hand-off names %s, slot %d is held by %s (%s)", h.Pod, successor, taken, owner.Pod, owner.State)
 			}
-			s.t.Logf("%s leaves slot %d: %s takes it (%s)", h.Pod, slotOf[h.Pod], h.To, h.ToIP)
+			s.t.Logf("%s leaves slot %d: %s takes it (%s)", h.Pod, slotOf[h.Pod], successor, successorIP)
 			release(h.Pod)
 		}
 		prev = now.Status.SlotTable.Slots

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/testutil"
@@ -79,8 +80,8 @@ func TestGrowth(t *testing.T) {
 				// forgets it once the entry is gone).
 				st := k.publish()
 				for key, p := range k.reports() {
-					if pod, _, grown := strings.Cut(key, "_"); grown && strings.Count(key, "_") == 2 {
-						reports[pod] = &p
+					if r, ok := contract.ParseReportKey(key); ok && r.Reason == v1alpha1.HandoffGrown {
+						reports[r.Pod] = &p
 					}
 				}
 				return !slices.ContainsFunc(st.Handoffs, func(h v1alpha1.Handoff) bool { return h.Reason == v1alpha1.HandoffGrown })

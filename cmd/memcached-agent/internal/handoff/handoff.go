@@ -42,7 +42,8 @@ import (
 // of ConfigMap NAME-agent (or a file), where the hook reads it.
 type Reporter interface {
 	// Report is a copy's progress, under its report key
-	// (contract.ReportKey: the source Pod's name, and a Moved one's slot).
+	// (contract.ReportKey: the source Pod's name, and a Moved one's slot,
+	// a Grown one's first added slot and its Pod).
 	Report(ctx context.Context, key string, p v1alpha1.HandoffProgress) error
 	// Forget removes a report whose hand-off left the status.
 	Forget(ctx context.Context, key string) error
@@ -214,9 +215,8 @@ func wanted(h v1alpha1.Handoff) bool {
 	case v1alpha1.HandoffReplaced, v1alpha1.HandoffRemoved, v1alpha1.HandoffMoved, v1alpha1.HandoffNoSlot:
 		return h.Pod != ""
 	case v1alpha1.HandoffGrown:
-		// Listed without To until the hook makes the plan: every added
-		// slot serves then.
-		return h.Pod != "" && h.Slot != nil && h.To != ""
+		// Listed unplanned until every added slot serves.
+		return h.Pod != "" && h.Planned()
 	}
 	return false
 }
@@ -402,7 +402,8 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 	var rt route
 	switch h.Reason {
 	case v1alpha1.HandoffReplaced:
-		if h.Slot == nil || h.ToIP == "" {
+		_, successorIP, _ := h.Successor()
+		if _, ok := h.TakenSlot(); !ok || successorIP == "" {
 			r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no slot, or no address for the Pod that took it"))
 			return
 		}
@@ -421,7 +422,8 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 // holder (its entry then changes, and this copy is cancelled), and no item
 // goes to a Pod the current table does not name.
 func (r *Runner) holder(h v1alpha1.Handoff) route {
-	slot := int(*h.Slot)
+	taken, _ := h.TakenSlot()
+	slot := int(taken)
 	return func(string) (destination, bool) {
 		table := *r.table.Load()
 		if slot >= len(table) {
@@ -461,7 +463,8 @@ func (r *Runner) place(h v1alpha1.Handoff) route {
 // an older value back in front of clients where the owner deleted or
 // evicted the key.
 func (r *Runner) added(h v1alpha1.Handoff) route {
-	first := int(*h.Slot)
+	firstAdded, _ := h.FirstAdded()
+	first := int(firstAdded)
 	return func(key string) (destination, bool) {
 		table := *r.table.Load()
 		if len(table) == 0 {
@@ -768,8 +771,8 @@ func (c *counts) pods(h v1alpha1.Handoff) []string {
 	for p := range c.to {
 		out = append(out, p)
 	}
-	if h.Reason == v1alpha1.HandoffReplaced && len(out) == 0 {
-		out = append(out, h.To)
+	if successor, _, ok := h.Successor(); ok && len(out) == 0 {
+		out = append(out, successor)
 	}
 	slices.Sort(out)
 	if len(out) == 0 {
