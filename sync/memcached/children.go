@@ -15,7 +15,12 @@ import (
 // Pod template and in the agent's. desiredChildren walks features in their
 // order, which is the order of the children in the answer and of the
 // containers in the Pods: a new feature is a file with a type embedding
-// noFeature, and one entry here.
+// noFeature, and one entry in features.
+//
+// A feature implements only the methods it needs; noFeature answers the
+// others. So a method whose name is misspelt would compile and never be
+// called: TestFeatureMethods fails on any method of a feature that the
+// interface does not have, and on a feature that implements none.
 //
 // The memcached Pods' own children (kinds) are each made when the
 // CompositeController manages their kind. The agent's and the proxy's
@@ -47,6 +52,21 @@ type feature interface {
 }
 
 // features are every feature, in the order desiredChildren walks them.
+// The order is part of the hook's answer, and changing it is a change of
+// behaviour:
+//
+//   - it is the order of the children in the answer, of the containers,
+//     volumes and arguments in the Pod templates (Args) and of the rules in
+//     the agent's Role: another order is another template, which rolls
+//     every memcached Pod (and another golden answer);
+//   - pod builds on what the features before it made: pods{} writes the
+//     template's base (memcached's container, its preStop sleep and grace
+//     period), which the others change, and handoff{} replaces that
+//     preStop and grace period with keepWarm's;
+//   - agent{} builds the agent's Role and Deployment from every feature's
+//     agentRules, agentPod and besideAgent, and the features above it are
+//     those that give the agent something to do; proxy{} runs its own
+//     agents, beside the proxies, and comes last.
 var features = []feature{
 	pods{},          // pods.go: the memcached Deployment, its Service and PodDisruptionBudget
 	metrics{},       // metrics.go: the exporter sidecar and the ServiceMonitor
