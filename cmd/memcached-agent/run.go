@@ -61,7 +61,7 @@ type config struct {
 // environment as MEMCACHED_AGENT_<FLAG> (upper case, dashes as
 // underscores); a flag on the command line wins.
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	fs := program.NewFlags("memcached-agent", args, "--memcached NAME [flags]", "Serves a Memcached's server list to clients that speak ElastiCache Auto Discovery.\n", stderr)
+	fs := program.NewFlags("memcached-agent", args, "--memcached NAME [flags]", "Follows a Memcached's status: serves its server list to clients that speak ElastiCache Auto Discovery (--listen),\nwrites the pool of memcached's proxy (--pool-file), and hands on the items status.handoffs asks for (of Pods that leave, move, or lose keys to added slots).\n", stderr)
 	cfg := &config{Flags: fs}
 	fs.StringVar(&cfg.memcached, "memcached", "", "`name` of the Memcached whose servers to serve (required)")
 	fs.StringVar(&cfg.namespace, "namespace", "", "`namespace` of the Memcached (default: $POD_NAMESPACE, else the Pod's service account namespace; with --from-file, else the file's)")

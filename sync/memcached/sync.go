@@ -72,8 +72,12 @@ func Customize(req *metacontroller.CustomizeRequest) (*metacontroller.CustomizeR
 	}}}, nil
 }
 
-// Sync answers the sync hook. now stamps conditions whose status changed;
-// every other byte of the answer is a function of req alone.
+// Sync answers the sync hook. now is the hook's clock, and the answer is a
+// function of req and now alone: now stamps conditions whose status
+// changed, raises the slot table's version when the served list changes
+// (slots.Version: at least now in milliseconds), and decides which Pod
+// events have settled (slots.Assign acts on an event contract.Settle after
+// its second, and asks for a resync until then).
 //
 // A valid spec gives the desired children. An invalid one gives back every
 // observed child as the hook last applied it, so nothing is deleted or

@@ -660,7 +660,10 @@ type Handoff struct {
 	Progress *HandoffProgress `json:"progress,omitempty"`
 }
 
-// HandoffReason says where a leaving Pod's items go.
+// HandoffReason says why a Pod hands items on, and where they go: a
+// leaving Pod's (Replaced, Removed, Waiting, NoSlot) or a staying Pod's
+// (Moved, Grown). What the entry's Slot and To mean depends on it
+// (TakenSlot, HeldSlot, MovedInto, FirstAdded).
 // +kubebuilder:validation:Enum=Replaced;Removed;Moved;Grown;Waiting;NoSlot
 type HandoffReason string
 

@@ -219,8 +219,9 @@ func (cp *copier) once(ctx context.Context) (err error) {
 				if k.binary {
 					line = append(line, " b"...)
 				}
-				// u: no LRU bump, so a source that stays (Moved) keeps
-				// its order; c: the CAS, to remove it as read.
+				// u: no LRU bump, so a source that stays (Moved,
+				// Grown) keeps its order; c: the CAS, to remove it as
+				// read.
 				line = append(line, " k v f t u"...)
 				if cp.remove {
 					line = append(line, " c"...)

@@ -1,22 +1,3 @@
-// Package handoff copies the items of memcached Pods that leave (or move
-// slots) to the Pods that take their keys, as the Memcached's status asks
-// (status.handoffs, planned by the hook; see sync/slots.Handoffs), and
-// reports how far each copy got.
-//
-// A copy lists the source's keys with lru_crawler mgdump, reads each item
-// with mg (value, client flags, remaining TTL) and writes it with ms in
-// add mode (ME) to its destination, so that an item the destination
-// already holds, written there since the Pod took the slot and so newer,
-// is never overwritten. Every ms goes whole or not at all: a copy cut
-// short leaves both sides valid.
-//
-// A source that leaves (Replaced, Removed) has its writes forwarded from
-// before the dump until its memcached stops (forward.go): clients that
-// keep their connections write to it until then.
-//
-// Two agents follow the same status; a lock item on the source (ms in add
-// mode, with a TTL the holder renews) lets one of them copy while the
-// other waits, and takes over if the holder dies.
 package handoff
 
 import (
@@ -158,8 +139,9 @@ type Runner struct {
 	observer Observer
 	logger   *slog.Logger
 
-	// table is the slot table of the last status: Removed and Moved
-	// items go where it says, as it changes.
+	// table is the slot table of the last status: every route reads it
+	// as it changes (a Replaced slot's holder, where a Removed, Moved or
+	// Grown item's key hashes).
 	table atomic.Pointer[[]v1alpha1.Slot]
 
 	ctx    context.Context
@@ -339,8 +321,9 @@ func (r *Runner) Stop() {
 
 // report sends h's progress under its report key, and remembers that it
 // did. A copy's last report (Done or Failed) is sent again until it goes
-// through or ctx ends (the entry changed, the agent stops): a Moved
-// hand-off leaves the status only once the hook reads it.
+// through or ctx ends (the entry changed, the agent stops): the hand-off
+// of a source that stays (Moved, Grown) leaves the status only once the
+// hook reads it.
 func (r *Runner) report(ctx context.Context, h v1alpha1.Handoff, p v1alpha1.HandoffProgress) {
 	key := contract.ReportKey(h)
 	r.mu.Lock()

@@ -21,10 +21,12 @@ const (
 	LockKey = contract.ReservedKeyPrefix + "handoff/lock"
 	// CopiedKey holds the identity of the last copy that finished, a
 	// line break and its last report (JSON), so that the other agent,
-	// waiting for the lock, knows it has nothing left to do (a Moved
-	// source gets no DoneKey) and can send that report again.
+	// waiting for the lock, knows it has nothing left to do (a source
+	// that stays, Moved or Grown, gets no DoneKey) and can send that
+	// report again.
 	CopiedKey = contract.ReservedKeyPrefix + "handoff/copied"
-	// copiedTTL keeps CopiedKey on a source that stays (Moved) for a day.
+	// copiedTTL keeps CopiedKey on a source that stays (Moved, Grown) for
+	// a day.
 	copiedTTL = 24 * time.Hour
 )
 
@@ -100,7 +102,8 @@ func unlock(c *conn, self string) error {
 // says so, or (leaving, a source that gets the marker) DoneKey is there.
 // From CopiedKey it also returns the copy's last report, which an agent
 // that finds the copy done sends again: the copier may have died before
-// sending it, and a Moved hand-off leaves the status only on that report.
+// sending it, and the hand-off of a source that stays (Moved, Grown)
+// leaves the status only on that report.
 func finished(c *conn, id string, leaving bool) (bool, *v1alpha1.HandoffProgress, error) {
 	v, _, found, err := c.get(CopiedKey)
 	if err != nil {
