@@ -48,7 +48,7 @@ type feature interface {
 	// only with it.
 	besideAgent(d *desire) []any
 	// report fills the feature's fields of the status.
-	report(r *report, st *v1alpha1.MemcachedStatus)
+	report(pl *plan, st *v1alpha1.MemcachedStatus)
 }
 
 // features are every feature, in the order desiredChildren walks them.
@@ -91,7 +91,7 @@ func (noFeature) children(*desire) []any                                    { re
 func (noFeature) agentRules(*desire) []rbacv1.PolicyRule                    { return nil }
 func (noFeature) agentPod(*v1alpha1.MemcachedSpec, *corev1.PodTemplateSpec) {}
 func (noFeature) besideAgent(*desire) []any                                 { return nil }
-func (noFeature) report(*report, *v1alpha1.MemcachedStatus)                 {}
+func (noFeature) report(*plan, *v1alpha1.MemcachedStatus)                   {}
 
 // desire is what the features build their children from: a valid spec
 // with its defaults, and what the request says the CompositeController

@@ -53,10 +53,10 @@ func (discovery) besideAgent(d *desire) []any {
 // report gives the host:port clients are given, once the Service that
 // serves it is observed; an invalid spec keeps what the status said, as it
 // keeps the children.
-func (discovery) report(r *report, st *v1alpha1.MemcachedStatus) {
-	if r.spec == nil {
-		st.ConfigurationEndpoint = r.p.Status.ConfigurationEndpoint
+func (discovery) report(pl *plan, st *v1alpha1.MemcachedStatus) {
+	if pl.spec == nil {
+		st.ConfigurationEndpoint = pl.p.Status.ConfigurationEndpoint
 		return
 	}
-	st.ConfigurationEndpoint = r.obs.serviceEndpoint(r.p, discoveryEnabled(r.spec), discoveryName(r.p.Name), DiscoveryPort)
+	st.ConfigurationEndpoint = pl.obs.serviceEndpoint(pl.p, discoveryEnabled(pl.spec), discoveryName(pl.p.Name), DiscoveryPort)
 }

@@ -150,14 +150,14 @@ func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 // report gives the status's hand-offs: with keepWarm, where each leaving
 // Pod's items go (package slots), with the progress the agent reports in
 // the data of the ConfigMap NAME-agent.
-func (handoff) report(r *report, st *v1alpha1.MemcachedStatus) {
+func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 	switch {
-	case r.spec == nil:
+	case pl.spec == nil:
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
-		st.Handoffs = r.p.Status.Handoffs
-	case keepWarm(r.spec):
-		st.Handoffs = slots.Handoffs(r.obs.slotTable.Slots, r.assigned, r.size, r.p.Status.Handoffs, r.pods, r.obs.reports)
+		st.Handoffs = pl.p.Status.Handoffs
+	case keepWarm(pl.spec):
+		st.Handoffs = slots.Handoffs(pl.obs.slotTable.Slots, pl.assigned, pl.size, pl.p.Status.Handoffs, pl.pods, pl.obs.reports)
 	}
 }
 

@@ -10,9 +10,10 @@ import (
 	"github.com/example/memcached-operator/sync/slots"
 )
 
-// report is what the status is computed from: what was observed, the
-// spec (nil when it is invalid) and the slot table this sync decided.
-type report struct {
+// plan is what this sync decided, and what the status is computed from
+// (each feature's report fills its fields from it): what was observed, the
+// spec (nil when it is invalid) and the slot table.
+type plan struct {
 	p    *metacontroller.Parent
 	spec *v1alpha1.MemcachedSpec
 	obs  observed
@@ -24,18 +25,18 @@ type report struct {
 	assigned slots.Assignment
 }
 
-// plan decides the slot table: the one decision the children (the
+// decide decides the slot table: the one decision the children (the
 // features that follow the table) and the status share.
-func plan(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *report {
-	r := &report{p: p, spec: spec, obs: obs, pods: slotPods(obs)}
+func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *plan {
+	pl := &plan{p: p, spec: spec, obs: obs, pods: slotPods(obs)}
 	switch {
 	case spec != nil:
-		r.size = *spec.Size
+		pl.size = *spec.Size
 	case obs.deployment != nil:
-		r.size = obs.deployment.replicas
+		pl.size = obs.deployment.replicas
 	}
-	r.assigned = slots.Assign(obs.slotTable, r.size, r.pods, now)
-	return r
+	pl.assigned = slots.Assign(obs.slotTable, pl.size, pl.pods, now)
+	return pl
 }
 
 // slotPods are the Pods as the slot table sees them, terminating ones

@@ -220,10 +220,10 @@ func proxyDeployment(d *desire) any {
 
 // report gives the host:port clients of the proxy are given, once its
 // Service is observed; an invalid spec keeps what the status said.
-func (proxy) report(r *report, st *v1alpha1.MemcachedStatus) {
-	if r.spec == nil {
-		st.ProxyEndpoint = r.p.Status.ProxyEndpoint
+func (proxy) report(pl *plan, st *v1alpha1.MemcachedStatus) {
+	if pl.spec == nil {
+		st.ProxyEndpoint = pl.p.Status.ProxyEndpoint
 		return
 	}
-	st.ProxyEndpoint = r.obs.serviceEndpoint(r.p, proxyEnabled(r.spec), proxyName(r.p.Name), Port)
+	st.ProxyEndpoint = pl.obs.serviceEndpoint(pl.p, proxyEnabled(pl.spec), proxyName(pl.p.Name), Port)
 }

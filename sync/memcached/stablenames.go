@@ -207,14 +207,14 @@ func lastSlotAddresses(d *desire) map[string]string {
 // report gives the slots' addresses, once the Service and its
 // EndpointSlice are observed (before, the names resolve to nothing); an
 // invalid spec keeps what the status said.
-func (stableNames) report(r *report, st *v1alpha1.MemcachedStatus) {
+func (stableNames) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 	switch {
-	case r.spec == nil:
-		st.SlotAddresses = r.p.Status.SlotAddresses
-	case stableNamesEnabled(r.spec) && r.obs.hasChild(ServiceKey, slotsName(r.p.Name)) &&
-		r.obs.hasChild(EndpointSliceKey, sliceName(r.p.Name, discoveryv1.AddressTypeIPv4)):
-		for _, e := range r.assigned.Slots {
-			st.SlotAddresses = append(st.SlotAddresses, slotAddress(r.p, e.Slot))
+	case pl.spec == nil:
+		st.SlotAddresses = pl.p.Status.SlotAddresses
+	case stableNamesEnabled(pl.spec) && pl.obs.hasChild(ServiceKey, slotsName(pl.p.Name)) &&
+		pl.obs.hasChild(EndpointSliceKey, sliceName(pl.p.Name, discoveryv1.AddressTypeIPv4)):
+		for _, e := range pl.assigned.Slots {
+			st.SlotAddresses = append(st.SlotAddresses, slotAddress(pl.p, e.Slot))
 		}
 	}
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/example/memcached-operator/sync/slots"
 )
 
-// status computes the parent's status from the report; specErr says why
-// the spec is invalid. Each feature fills its own fields.
-func status(r *report, specErr string, now time.Time, opts Options) *v1alpha1.MemcachedStatus {
-	p, spec, obs, size := r.p, r.spec, r.obs, r.size
+// status computes the parent's status from the plan this sync made;
+// specErr says why the spec is invalid. Each feature fills its own fields.
+func status(pl *plan, specErr string, now time.Time, opts Options) *v1alpha1.MemcachedStatus {
+	p, spec, obs, size := pl.p, pl.spec, pl.obs, pl.size
 	st := &v1alpha1.MemcachedStatus{
 		ObservedGeneration: p.Generation,
 		Nodes:              []string{},
@@ -44,9 +44,9 @@ func status(r *report, specErr string, now time.Time, opts Options) *v1alpha1.Me
 	if obs.deployment != nil {
 		st.Image = obs.deployment.image
 	}
-	st.SlotTable = slotTable(obs.slotTable, r.assigned, now)
+	st.SlotTable = slotTable(obs.slotTable, pl.assigned, now)
 	for _, f := range features {
-		f.report(r, st)
+		f.report(pl, st)
 	}
 
 	avail := available(size, st.ReadyReplicas)

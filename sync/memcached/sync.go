@@ -117,7 +117,7 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 
 	obs := observe(req, finalizing)
 	spec, specErr := validSpec(req.Parent)
-	r := plan(req.Parent, spec, obs, now)
+	pl := decide(req.Parent, spec, obs, now)
 	resp := &metacontroller.SyncResponse{Children: []any{}}
 	switch {
 	case finalizing:
@@ -125,10 +125,10 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 	case specErr != "":
 		resp.Children = keepChildren(req.Children)
 	default:
-		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, r.assigned.Slots)
+		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, pl.assigned.Slots)
 	}
-	resp.Status = status(r, specErr, now, opts)
-	if pending := r.assigned.Pending; pending > 0 && !finalizing {
+	resp.Status = status(pl, specErr, now, opts)
+	if pending := pl.assigned.Pending; pending > 0 && !finalizing {
 		// The slot table waits for an event to settle: come back then,
 		// rounded up to a tenth of a second so that the answer changes only
 		// as often.
