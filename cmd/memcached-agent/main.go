@@ -10,9 +10,10 @@
 //   - poolWriter (--pool-file): writes the slot table as the pool of
 //     memcached's proxy (internal/pool), beside each proxy of the proxy
 //     tier, which runs it with no endpoint (--listen=);
-//   - copier (always; idle until status.handoffs names work for it): copies
-//     the items of a memcached Pod that leaves to the Pods that take its
-//     keys, and reports how far it got.
+//   - handoffSink (always; idle until status.handoffs names work for it):
+//     has internal/handoff copy the items of a memcached Pod that leaves,
+//     moves or loses keys to added slots to the Pods that take its keys,
+//     and reports how far it got.
 //
 // The hook runs two agents per Memcached with spec.discovery or
 // spec.rollout.keepWarm; see README.md.

@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return program.Start(ctx, program.Build{Name: "memcached-agent", Version: version, Commit: commit}, args, getenv, stdout, stderr, parseFlags, serve)
 }
 
-// serve builds the roles the flags ask for (the copier always, the pool
+// serve builds the roles the flags ask for (the hand-offs always, the pool
 // writer with --pool-file, the endpoint with --listen) and follows the
 // Memcached into them until ctx ends.
 func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
@@ -144,12 +144,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 
-	copier, err := newCopier(cfg, restConfig, logger, m)
+	handoffs, err := newHandoffSink(cfg, restConfig, logger, m)
 	if err != nil {
 		return err
 	}
-	defer copier.Stop()
-	sink := sinks{pub, copier}
+	defer handoffs.Stop()
+	sink := sinks{pub, handoffs}
 	var pw *poolWriter
 	if cfg.poolFile != "" {
 		if pw, err = newPoolWriter(cfg, logger, m); err != nil {
@@ -195,7 +195,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	// another agent, while this one still answers. Copies stop at once,
 	// releasing their locks, so that the other agent takes them over
 	// without waiting for the locks to expire.
-	return cfg.Stop.Wait(ctx, logger, failed, copier.Stop, func(ctx context.Context) error {
+	return cfg.Stop.Wait(ctx, logger, failed, handoffs.Stop, func(ctx context.Context) error {
 		var endpointErr error
 		if ep != nil {
 			endpointErr = ep.Shutdown(ctx)

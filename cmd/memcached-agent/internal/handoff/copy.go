@@ -31,8 +31,14 @@ type route func(key string) (d destination, ok bool)
 
 // counts are a copy's, read while it runs.
 type counts struct {
-	items, bytes, skipped         atomic.Int64
-	gone, homeless, refused, kept atomic.Int64
+	// items and bytes were handed on; skipped, already on their
+	// destination (newer there).
+	items, bytes, skipped atomic.Int64
+	// gone were no longer on the source when read (or had no time left);
+	// homeless had no Serving slot to go to; refused, the destination
+	// said no (refusal); reserved are the operator's own keys
+	// (contract.ReservedKeyPrefix), which the dump skips.
+	gone, homeless, refused, reserved atomic.Int64
 	// stayed were not this hand-off's to move; removed, deleted from
 	// the source once their destination held them (copier.remove);
 	// changed, left on the source because they were written there since
@@ -107,8 +113,9 @@ type pending struct {
 	item *removal
 }
 
-// dest is a connection to one destination and the reader of its answers.
-type dest struct {
+// destWriter is the copy's connection to one destination, on which it
+// writes batches of ms, and the reader of its answers.
+type destWriter struct {
 	*conn
 	pod     string
 	pending chan pending
@@ -152,14 +159,14 @@ func (cp *copier) once(ctx context.Context) (err error) {
 	// the destinations' too, whatever is being written to them.
 	var failure atomic.Pointer[error]
 	var connsMu sync.Mutex
-	destConns := []*conn{}
+	toClose := []*conn{}
 	fail := func(err error) {
 		if err != nil && failure.CompareAndSwap(nil, &err) {
 			cancel(err)
 			dumpConn.close()
 			getConn.close()
 			connsMu.Lock()
-			for _, c := range destConns {
+			for _, c := range toClose {
 				c.close()
 			}
 			connsMu.Unlock()
@@ -176,7 +183,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			return err
 		}
 		connsMu.Lock()
-		destConns = append(destConns, rc)
+		toClose = append(toClose, rc)
 		connsMu.Unlock()
 		removals, removeDone = make(chan removal, 4*(cp.batch+1)), make(chan error, 1)
 		go func() {
@@ -197,7 +204,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 	go func() {
 		defer wg.Done()
 		defer close(keys)
-		if err := readDump(ctx, dumpConn, cp.batch, keys, func() { cp.counts.kept.Add(1) }); err != nil && ctx.Err() == nil {
+		if err := readDump(ctx, dumpConn, cp.batch, keys, func() { cp.counts.reserved.Add(1) }); err != nil && ctx.Err() == nil {
 			fail(err)
 		}
 	}()
@@ -241,18 +248,18 @@ func (cp *copier) once(ctx context.Context) (err error) {
 		}
 	}()
 
-	dests := map[string]*dest{}
+	writers := map[string]*destWriter{}
 	defer func() {
 		// A clean end closes every batch and waits for the answers; a
 		// failure has closed nothing yet, and closes every connection
 		// without writing another byte.
-		for _, d := range dests {
+		for _, d := range writers {
 			close(d.pending)
 			if failure.Load() != nil {
 				d.close()
 			}
 		}
-		for _, d := range dests {
+		for _, d := range writers {
 			if derr := <-d.done; derr != nil {
 				fail(derr)
 			}
@@ -269,18 +276,18 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			err = *p
 		}
 	}()
-	destFor := func(to destination) (*dest, error) {
-		if d, ok := dests[to.addr]; ok {
+	writerFor := func(to destination) (*destWriter, error) {
+		if d, ok := writers[to.addr]; ok {
 			return d, nil
 		}
 		c, err := dial(ctx, cp.dial, to.addr, cp.timeout, destBufs)
 		if err != nil {
 			return nil, err
 		}
-		d := &dest{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: removals}
-		dests[to.addr] = d
+		d := &destWriter{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: removals}
+		writers[to.addr] = d
 		connsMu.Lock()
-		destConns = append(destConns, c)
+		toClose = append(toClose, c)
 		connsMu.Unlock()
 		if failure.Load() != nil {
 			c.close()
@@ -330,7 +337,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 				}
 				continue
 			}
-			d, err := destFor(to)
+			d, err := writerFor(to)
 			if err != nil {
 				fail(err)
 				return err
@@ -361,7 +368,7 @@ func (cp *copier) once(ctx context.Context) (err error) {
 			}
 			d.batch = append(d.batch, p)
 		}
-		for _, d := range dests {
+		for _, d := range writers {
 			if len(d.batch) == 0 {
 				continue
 			}
@@ -435,7 +442,7 @@ func (cp *copier) run(ctx context.Context, retries int) error {
 // read takes a destination's answers as they come: HD for an item stored,
 // NS for one it already held (add mode), an error line for one it
 // refused, MN at the end of each batch.
-func (d *dest) read(c *counts) error {
+func (d *destWriter) read(c *counts) error {
 	for p := range d.pending {
 		l, err := d.line()
 		if err != nil {
@@ -466,7 +473,7 @@ func (d *dest) read(c *counts) error {
 }
 
 // remove asks for p's item to be deleted from the source, with remove.
-func (d *dest) remove(p pending) {
+func (d *destWriter) remove(p pending) {
 	if d.removals != nil && p.item != nil {
 		d.removals <- *p.item
 	}

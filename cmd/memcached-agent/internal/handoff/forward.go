@@ -460,13 +460,13 @@ func (f *forwarder) run(ctx context.Context) {
 		case <-f.closed:
 		}
 	}()
-	dests := map[string]*conn{}
+	conns := map[string]*conn{}
 	defer func() {
 		if f.src != nil {
 			f.src.close()
 			f.src = nil
 		}
-		for _, d := range dests {
+		for _, d := range conns {
 			d.close()
 		}
 	}()
@@ -492,17 +492,17 @@ func (f *forwarder) run(ctx context.Context) {
 		if f.src == nil {
 			var err error
 			if f.src, err = dial(ctx, f.dial, f.source, f.timeout, getBufs); err != nil {
-				f.gone(ctx, dests, k, err)
+				f.gone(ctx, conns, k, err)
 				return
 			}
 		}
-		if err := f.forward(ctx, dests, k, kind); err != nil {
+		if err := f.forward(ctx, conns, k, kind); err != nil {
 			// This key is lost; forward closed the connection that
 			// failed, and the next key dials it again: a source that
 			// stopped refuses, and forwarding ends there.
 			f.counts.lost.Add(1)
 			f.log.Debug("could not forward a mutation", "key", k.key, "error", err)
-			f.clear(ctx, dests, k)
+			f.clear(ctx, conns, k)
 		}
 		f.finished.Add(1)
 	}
@@ -513,11 +513,11 @@ func (f *forwarder) run(ctx context.Context) {
 // and cleared from their destinations. A client that keeps its connection
 // writes until the source stops, so on a loaded machine the forwarder is
 // behind by up to every key written in its last few milliseconds.
-func (f *forwarder) gone(ctx context.Context, dests map[string]*conn, k dumpKey, err error) {
+func (f *forwarder) gone(ctx context.Context, conns map[string]*conn, k dumpKey, err error) {
 	f.log.Debug("the source no longer answers: forwarding ends", "key", k.key, "error", err)
 	for ok := true; ok; k, _, ok = f.pending.take() {
 		f.counts.lost.Add(1)
-		f.clear(ctx, dests, k)
+		f.clear(ctx, conns, k)
 		f.finished.Add(1)
 	}
 }
@@ -526,14 +526,14 @@ func (f *forwarder) gone(ctx context.Context, dests map[string]*conn, k dumpKey,
 // value of it (the bulk copy's, or an earlier forward's) that a client
 // would read as current: a miss instead, the same as the key evicted.
 // A destination that fails too leaves it (counted lost, not cleared).
-func (f *forwarder) clear(ctx context.Context, dests map[string]*conn, k dumpKey) {
+func (f *forwarder) clear(ctx context.Context, conns map[string]*conn, k dumpKey) {
 	to, ok := f.route(k.key)
 	if !ok {
 		return
 	}
-	d, err := f.destination(ctx, dests, to.addr)
+	d, err := f.connTo(ctx, conns, to.addr)
 	if err == nil {
-		err = f.deleteThere(dests, d, k)
+		err = f.deleteThere(conns, d, k)
 	}
 	if err != nil {
 		f.log.Debug("could not clear a lost key on its destination", "key", k.key, "error", err)
@@ -544,22 +544,23 @@ func (f *forwarder) clear(ctx context.Context, dests map[string]*conn, k dumpKey
 	f.checkAfterCopy(k)
 }
 
-// destination is the open connection to addr, dialled if there is none.
-func (f *forwarder) destination(ctx context.Context, dests map[string]*conn, addr string) (*conn, error) {
-	if d, ok := dests[addr]; ok {
+// connTo is the open connection to the destination addr, dialled if there
+// is none.
+func (f *forwarder) connTo(ctx context.Context, conns map[string]*conn, addr string) (*conn, error) {
+	if d, ok := conns[addr]; ok {
 		return d, nil
 	}
 	d, err := dial(ctx, f.dial, addr, f.timeout, destBufs)
 	if err != nil {
 		return nil, err
 	}
-	dests[addr] = d
+	conns[addr] = d
 	return d, nil
 }
 
 // deleteThere deletes k on d (absent is as good); a connection that
-// fails, or answers out of step, is closed and dropped from dests.
-func (f *forwarder) deleteThere(dests map[string]*conn, d *conn, k dumpKey) error {
+// fails, or answers out of step, is closed and dropped from conns.
+func (f *forwarder) deleteThere(conns map[string]*conn, d *conn, k dumpKey) error {
 	b := ""
 	if k.binary {
 		b = " b"
@@ -570,7 +571,7 @@ func (f *forwarder) deleteThere(dests map[string]*conn, d *conn, k dumpKey) erro
 	}
 	if err != nil {
 		d.close()
-		delete(dests, d.addr)
+		delete(conns, d.addr)
 		return d.fail(err)
 	}
 	return nil
@@ -602,21 +603,21 @@ func (e *errWriter) Write(p []byte) (int, error) {
 // serve a value the source's clients deleted after it was copied.
 //
 // A connection that fails, or whose answers no longer make sense, is
-// closed: the destination's is dropped from dests, the source's (f.src)
+// closed: the destination's is dropped from conns, the source's (f.src)
 // set to nil, so that the next key finds both in step.
-func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpKey, kind watchKind) error {
+func (f *forwarder) forward(ctx context.Context, conns map[string]*conn, k dumpKey, kind watchKind) error {
 	to, ok := f.route(k.key)
 	if !ok {
 		f.counts.homeless.Add(1)
 		return nil
 	}
-	d, err := f.destination(ctx, dests, to.addr)
+	d, err := f.connTo(ctx, conns, to.addr)
 	if err != nil {
 		return err
 	}
 	destFailed := func(err error) error {
 		d.close()
-		delete(dests, to.addr)
+		delete(conns, to.addr)
 		return d.fail(err)
 	}
 	src := f.src
@@ -630,7 +631,7 @@ func (f *forwarder) forward(ctx context.Context, dests map[string]*conn, k dumpK
 		b = " b"
 	}
 	del := func() error {
-		if err := f.deleteThere(dests, d, k); err != nil {
+		if err := f.deleteThere(conns, d, k); err != nil {
 			return err
 		}
 		f.deletedThere(k)

@@ -537,11 +537,8 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	copyCtx, stopCopy := context.WithCancelCause(ctx)
 	defer stopCopy(nil)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.keep(copyCtx, stopCopy, source, log, start, cnt, h)
-	}()
+	wg.Go(func() { r.renewLock(copyCtx, stopCopy, source, log) })
+	wg.Go(func() { r.reportCopying(copyCtx, h, start, cnt) })
 	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet,
 		remove: h.Reason == v1alpha1.HandoffGrown && !r.opts.keepGrown, beforeRemove: r.opts.beforeRemove}
 	// A leaving source's writes are forwarded from before the dump until
@@ -602,7 +599,7 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		}
 		r.event(ctx, log, false, "HandedOff", msg)
 		log.Info("handed items on", "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", took.Seconds(),
-			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.kept.Load(),
+			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.reserved.Load(),
 			"stayed", cnt.stayed.Load(), "removed", cnt.removed.Load(), "changed", cnt.changed.Load())
 	case errors.Is(err, errLockLost):
 		r.observer.Ended(ResultCancelled, took)
@@ -669,22 +666,20 @@ func (r *Runner) event(ctx context.Context, log *slog.Logger, warning bool, reas
 	}
 }
 
-// keep renews the lock every third of its TTL and stops the copy when
-// the lock is lost, and, apart (a slow API server must not let the lock
-// expire), reports progress every ReportEvery, until ctx ends.
-func (r *Runner) keep(ctx context.Context, stop context.CancelCauseFunc, source string, log *slog.Logger, start time.Time, cnt *counts, h v1alpha1.Handoff) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		program.Every(ctx, r.opts.ReportEvery, func() bool {
-			r.handed(cnt)
-			r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
-			return true
-		})
-	}()
+// reportCopying reports the copy's progress every ReportEvery until ctx
+// ends. It runs apart from renewLock: a slow API server must not let the
+// lock expire.
+func (r *Runner) reportCopying(ctx context.Context, h v1alpha1.Handoff, start time.Time, cnt *counts) {
+	program.Every(ctx, r.opts.ReportEvery, func() bool {
+		r.handed(cnt)
+		r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, r.opts.Now().Sub(start), ""))
+		return true
+	})
+}
 
+// renewLock renews the copy's lock on the source every third of its TTL
+// until ctx ends, and stops the copy (stop) when the lock is lost.
+func (r *Runner) renewLock(ctx context.Context, stop context.CancelCauseFunc, source string, log *slog.Logger) {
 	var c *conn
 	defer func() {
 		if c != nil {

@@ -11,19 +11,20 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// copier is the hand-off copier: it runs the copies the Memcached's
-// status.handoffs asks for, and reports their progress into ConfigMap
-// NAME-agent and Events (through the API server), the --report-file, or
-// with neither into the log. Stop ends the copies, releasing their locks.
-type copier struct {
+// handoffSink is the agent's hand-off role: it gives the handoff.Runner the
+// copies the Memcached's status.handoffs asks for, and has their progress
+// reported into ConfigMap NAME-agent and Events (through the API server),
+// the --report-file, or with neither into the log. Stop ends the copies,
+// releasing their locks.
+type handoffSink struct {
 	runner *handoff.Runner
 	kube   *report.Kube
 }
 
-// newCopier reports through restConfig when it is set (the agent follows
+// newHandoffSink reports through restConfig when it is set (the agent follows
 // the API server), into --report-file when it is set.
-func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *metrics) (*copier, error) {
-	c := &copier{}
+func newHandoffSink(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *metrics) (*handoffSink, error) {
+	c := &handoffSink{}
 	var reporters report.Both
 	if restConfig != nil {
 		var err error
@@ -45,7 +46,7 @@ func newCopier(cfg *config, restConfig *rest.Config, logger *slog.Logger, m *met
 
 // Offer hands the hand-offs of the Memcached followed to the runner
 // (follow.Sink; the follower offers that object alone).
-func (c *copier) Offer(_ string, m *v1alpha1.Memcached) {
+func (c *handoffSink) Offer(_ string, m *v1alpha1.Memcached) {
 	if c.kube != nil {
 		c.kube.SetUID(m.UID)
 	}
@@ -54,16 +55,16 @@ func (c *copier) Offer(_ string, m *v1alpha1.Memcached) {
 
 // Refuse does nothing: a status that cannot be read leaves the copies as
 // they are (follow.Sink).
-func (c *copier) Refuse(string, error) {}
+func (c *handoffSink) Refuse(string, error) {}
 
 // Stop ends every copy and waits for them.
-func (c *copier) Stop() { c.runner.Stop() }
+func (c *handoffSink) Stop() { c.runner.Stop() }
 
 // logReporter reports hand-offs into the log alone.
 type logReporter struct{ logger *slog.Logger }
 
-func (l logReporter) Report(_ context.Context, pod string, p v1alpha1.HandoffProgress) error {
-	l.logger.Info("hand-off progress", "pod", pod, "state", p.State, "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", p.Seconds, "message", p.Message)
+func (l logReporter) Report(_ context.Context, key string, p v1alpha1.HandoffProgress) error {
+	l.logger.Info("hand-off progress", "key", key, "state", p.State, "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", p.Seconds, "message", p.Message)
 	return nil
 }
 
