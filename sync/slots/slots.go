@@ -130,6 +130,11 @@ type Successor struct {
 // listing it would give it a place it must give up a moment later, moving
 // keys twice.
 //
+// It replays the events since prev (see Stale statuses), one phase after
+// another: read what prev recorded (the table, who waits, what is free),
+// read the events since, fill what was free, replay the events, write the
+// table.
+//
 // # Stale statuses
 //
 // Metacontroller syncs from its informer's copy of the Memcached, which can
@@ -166,215 +171,289 @@ type Successor struct {
 //   - clocks more than a second apart, or events that take more than a
 //     second to reach Metacontroller's cache.
 func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assignment {
-	n := int(min(max(size, 0), MaxSlots))
-	byName := make(map[string]Pod, len(pods))
-	for _, p := range pods {
-		byName[p.Name] = p
+	r := newReplay(prev, size, pods, now)
+	r.readTable(prev.Slots)
+	r.readWaiting(prev, pods)
+	r.readFree()
+	r.readEvents(pods)
+	r.fillFree()
+	r.replayEvents()
+	return Assignment{
+		Slots:       r.table(),
+		Waiting:     r.waiting,
+		EventsUntil: &metav1.Time{Time: r.lastEvent.UTC()},
+		Took:        r.took,
+		Pending:     r.pending,
 	}
-	a := Assignment{Took: map[string]Successor{}}
+}
 
-	// owner is each slot's Pod from the previous table, for Pods that
-	// still exist. An entry that makes no sense (a slot out of range or
-	// listed twice, a Pod in two slots) is dropped; the first one wins.
-	owner := make(map[int]string, len(prev.Slots))
-	slotOf := make(map[string]int, len(prev.Slots))
-	gonePod := map[int]bool{} // slots whose Pod is gone
-	for _, e := range prev.Slots {
+// replay is Assign's work, one method a phase: the table prev recorded,
+// the events since, and the decisions they lead to (Assign's Stale
+// statuses says why it replays).
+type replay struct {
+	n      int // the slots below size
+	now    time.Time
+	byName map[string]Pod
+
+	// owner is each slot's Pod, for Pods that still exist, and slotOf
+	// each such Pod's slot; gonePod are the slots prev listed a Pod in
+	// that is gone.
+	owner   map[int]string
+	slotOf  map[string]int
+	gonePod map[int]bool
+
+	// hadUntil tells whether prev recorded the last event it took in;
+	// until is that event's time (no later than what has settled by
+	// now), and lastEvent the last one taken in once the replay is over.
+	hadUntil         bool
+	until, lastEvent time.Time
+
+	// waiting are the Ready Pods without a slot, in the order they take
+	// one (waits, as a set); free the slots below size no Pod holds, in
+	// the order they are taken; movers the Pods above size that move
+	// down, highest slot first; events what happened since until, in
+	// order.
+	waiting []string
+	waits   map[string]bool
+	free    []int
+	movers  []string
+	events  []event
+
+	// took and pending are Assignment's Took and Pending.
+	took    map[string]Successor
+	pending time.Duration
+}
+
+// newReplay starts a replay: the Pods by name, and until, the last event
+// prev took in. A table without it (the first one, or one written by hand
+// or by an earlier hook) took in every event settled by now.
+func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *replay {
+	r := &replay{
+		n: int(min(max(size, 0), MaxSlots)), now: now, byName: make(map[string]Pod, len(pods)),
+		owner: make(map[int]string, len(prev.Slots)), slotOf: make(map[string]int, len(prev.Slots)), gonePod: map[int]bool{},
+		waits: map[string]bool{}, took: map[string]Successor{},
+	}
+	for _, p := range pods {
+		r.byName[p.Name] = p
+	}
+	settled := now.Add(-Settle).Truncate(time.Second)
+	r.until, r.hadUntil = settled, prev.EventsUntil != nil
+	if r.hadUntil {
+		r.until = prev.EventsUntil.Truncate(time.Second)
+	}
+	r.lastEvent = r.until
+	if r.until.After(settled) {
+		// Written by a hook whose clock runs ahead: events up to it are
+		// replayed as they settle here, and it stays as it is, so that
+		// two hooks do not write it in turn.
+		r.until = settled
+	}
+	return r
+}
+
+// takenIn tells whether an event stamped t was taken in by prev (it is no
+// later than until).
+func (r *replay) takenIn(t time.Time) bool { return !t.Truncate(time.Second).After(r.until) }
+
+// canTake tells whether a Pod may take a slot: Ready, with an address.
+func canTake(p Pod) bool { return p.Ready && p.IP != "" }
+
+// readTable reads each slot's Pod from the previous table, for Pods that
+// still exist. An entry that makes no sense (a slot out of range or
+// listed twice, a Pod in two slots) is dropped; the first one wins.
+func (r *replay) readTable(prev []v1alpha1.Slot) {
+	for _, e := range prev {
 		s := int(e.Slot)
 		if s < 0 || s >= MaxSlots || e.Pod == "" {
 			continue
 		}
-		if _, taken := owner[s]; taken {
+		if _, taken := r.owner[s]; taken {
 			continue
 		}
-		if _, twice := slotOf[e.Pod]; twice {
+		if _, twice := r.slotOf[e.Pod]; twice {
 			continue
 		}
-		if _, exists := byName[e.Pod]; !exists {
-			gonePod[s] = true
+		if _, exists := r.byName[e.Pod]; !exists {
+			r.gonePod[s] = true
 			continue
 		}
-		owner[s], slotOf[e.Pod] = e.Pod, s
+		r.owner[s], r.slotOf[e.Pod] = e.Pod, s
 	}
-	take := func(name string, s int) {
-		if was, ok := owner[s]; ok && byName[was].Leaving {
-			a.Took[was] = Successor{Pod: name, Slot: s}
-		}
-		if old, ok := slotOf[name]; ok {
-			delete(owner, old)
-		}
-		owner[s], slotOf[name] = name, s
-	}
+}
 
-	// until is the last event prev took in. A table without it (the first
-	// one, or one written by hand or by an earlier hook) took in every
-	// event settled by now, and its waiting Pods are the Ready ones
-	// without a slot.
-	settled := now.Add(-Settle).Truncate(time.Second)
-	until := settled
-	if prev.EventsUntil != nil {
-		until = prev.EventsUntil.Truncate(time.Second)
+// take gives slot s to Pod name, and records whom a terminating Pod's slot
+// went to (Took).
+func (r *replay) take(name string, s int) {
+	if was, ok := r.owner[s]; ok && r.byName[was].Leaving {
+		r.took[was] = Successor{Pod: name, Slot: s}
 	}
-	lastEvent := until
-	if until.After(settled) {
-		// Written by a hook whose clock runs ahead: events up to it are
-		// replayed as they settle here, and it stays as it is, so that
-		// two hooks do not write it in turn.
-		until = settled
+	if old, ok := r.slotOf[name]; ok {
+		delete(r.owner, old)
 	}
-	before := func(t time.Time) bool { return !t.Truncate(time.Second).After(until) }
-	canTake := func(p Pod) bool { return p.Ready && p.IP != "" }
+	r.owner[s], r.slotOf[name] = name, s
+}
 
-	// waiting are the Pods that waited for a slot then: prev's, or,
-	// without EventsUntil, the Ready Pods without one, in the order they
-	// turned Ready.
-	var waiting []string
-	waits := map[string]bool{}
-	if prev.EventsUntil != nil {
+// readWaiting reads the Pods that waited for a slot at until: prev's, or,
+// without EventsUntil, the Ready Pods without one, in the order they
+// turned Ready.
+func (r *replay) readWaiting(prev v1alpha1.SlotTable, pods []Pod) {
+	if r.hadUntil {
 		for _, name := range prev.Waiting {
-			_, slotted := slotOf[name]
-			p, exists := byName[name]
-			if exists && !slotted && !waits[name] && canTake(p) && before(p.ReadySince) && !(p.Leaving && before(p.LeavingSince)) {
-				waiting = append(waiting, name)
-				waits[name] = true
+			_, slotted := r.slotOf[name]
+			p, exists := r.byName[name]
+			if exists && !slotted && !r.waits[name] && canTake(p) && r.takenIn(p.ReadySince) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
+				r.waiting = append(r.waiting, name)
+				r.waits[name] = true
 			}
 		}
-	} else {
-		var ready []event
-		for _, p := range pods {
-			if _, slotted := slotOf[p.Name]; !slotted && canTake(p) && !p.Leaving && before(p.ReadySince) {
-				ready = append(ready, event{at: p.ReadySince, pod: p.Name})
-			}
-		}
-		slices.SortFunc(ready, compareEvents)
-		for _, e := range ready {
-			waiting = append(waiting, e.pod)
-			waits[e.pod] = true
+		return
+	}
+	var ready []event
+	for _, p := range pods {
+		if _, slotted := r.slotOf[p.Name]; !slotted && canTake(p) && !p.Leaving && r.takenIn(p.ReadySince) {
+			ready = append(ready, event{at: p.ReadySince, pod: p.Name})
 		}
 	}
+	slices.SortFunc(ready, compareEvents)
+	for _, e := range ready {
+		r.waiting = append(r.waiting, e.pod)
+		r.waits[e.pod] = true
+	}
+}
 
-	// free are the slots below size a Pod may take: those prev left
-	// Empty, ascending; then those whose Pod is gone since (when it went
-	// is not recorded), ascending; then those whose Pod's deletion was
-	// taken in, in the order of the deletions.
-	var free, gone []int
+// readFree reads the slots below size a Pod may take at until: those prev
+// left Empty, ascending; then those whose Pod is gone since (when it went
+// is not recorded), ascending; then those whose Pod's deletion was taken
+// in, in the order of the deletions.
+func (r *replay) readFree() {
+	var gone []int
 	var freed []event
-	for s := range n {
-		name, ok := owner[s]
+	for s := range r.n {
+		name, ok := r.owner[s]
 		switch {
-		case !ok && !gonePod[s]:
-			free = append(free, s)
+		case !ok && !r.gonePod[s]:
+			r.free = append(r.free, s)
 		case !ok:
 			gone = append(gone, s)
-		case byName[name].Leaving && before(byName[name].LeavingSince):
-			freed = append(freed, event{at: byName[name].LeavingSince, pod: name, leaves: true})
+		case r.byName[name].Leaving && r.takenIn(r.byName[name].LeavingSince):
+			freed = append(freed, event{at: r.byName[name].LeavingSince, pod: name, leaves: true})
 		}
 	}
-	free = append(free, gone...)
+	r.free = append(r.free, gone...)
 	slices.SortFunc(freed, compareEvents)
 	for _, e := range freed {
-		free = append(free, slotOf[e.pod])
+		r.free = append(r.free, r.slotOf[e.pod])
 	}
+}
 
-	// The events after until: Pods turning Ready (those that hold no slot
-	// and do not wait) and deletions asked, each once settled.
-	var events []event
-	add := func(e event) {
-		// An event stamped further ahead than Settle comes from a clock
-		// that runs ahead of the hook's (a node's): waiting for it would
-		// leave a Ready Pod unlisted for as long as the clocks differ, so
-		// it is taken in at once.
-		if wait := e.at.Truncate(time.Second).Add(Settle).Sub(now); wait > 0 && wait <= 2*Settle {
-			if a.Pending == 0 || wait < a.Pending {
-				a.Pending = wait
-			}
-			return
-		}
-		events = append(events, e)
-		if at := e.at.Truncate(time.Second); at.After(lastEvent) {
-			lastEvent = at
-		}
-	}
+// readEvents collects the events after until, in order: Pods turning
+// Ready (those that hold no slot and do not wait) and deletions asked,
+// each once settled.
+func (r *replay) readEvents(pods []Pod) {
 	for _, p := range pods {
-		_, slotted := slotOf[p.Name]
+		_, slotted := r.slotOf[p.Name]
 		switch {
-		case slotted || waits[p.Name] || !canTake(p):
-		case !before(p.ReadySince):
-			add(event{at: p.ReadySince, pod: p.Name})
+		case slotted || r.waits[p.Name] || !canTake(p):
+		case !r.takenIn(p.ReadySince):
+			r.addEvent(event{at: p.ReadySince, pod: p.Name})
 		case !p.Leaving:
 			// Ready before the last event taken in, yet neither holding
 			// a slot nor waiting: its event reached the cache late. It
 			// turns Ready now, rather than never. (A terminating Pod in
 			// this state took a slot and left it before prev: nothing
 			// is left to do for it.)
-			add(event{at: until, pod: p.Name})
+			r.addEvent(event{at: r.until, pod: p.Name})
 		}
-		if p.Leaving && !before(p.LeavingSince) {
-			add(event{at: p.LeavingSince, pod: p.Name, leaves: true})
+		if p.Leaving && !r.takenIn(p.LeavingSince) {
+			r.addEvent(event{at: p.LeavingSince, pod: p.Name, leaves: true})
 		}
 	}
-	slices.SortFunc(events, compareEvents)
+	slices.SortFunc(r.events, compareEvents)
+}
 
-	// movers hold a slot at or above size and could serve then (one
-	// whose deletion is still to be replayed could): they move down, the
-	// highest slot first, into the slots free longest. Then the Pods that
-	// waited take what is free (a scale-up).
-	var movers []string
-	for s, name := range owner {
-		if p := byName[name]; s >= n && canTake(p) && !(p.Leaving && before(p.LeavingSince)) {
-			movers = append(movers, name)
+// addEvent takes e in if it has settled, and otherwise counts how long
+// until it does (pending). An event stamped further ahead than Settle
+// comes from a clock that runs ahead of the hook's (a node's): waiting for
+// it would leave a Ready Pod unlisted for as long as the clocks differ, so
+// it is taken in at once.
+func (r *replay) addEvent(e event) {
+	if wait := e.at.Truncate(time.Second).Add(Settle).Sub(r.now); wait > 0 && wait <= 2*Settle {
+		if r.pending == 0 || wait < r.pending {
+			r.pending = wait
+		}
+		return
+	}
+	r.events = append(r.events, e)
+	if at := e.at.Truncate(time.Second); at.After(r.lastEvent) {
+		r.lastEvent = at
+	}
+}
+
+// fillFree gives the slots free at until: first to the movers, the Pods
+// that hold a slot at or above size and could serve then (one whose
+// deletion is still to be replayed could), the highest slot first, into
+// the slots free longest; then to the Pods that waited (a scale-up).
+func (r *replay) fillFree() {
+	for s, name := range r.owner {
+		if p := r.byName[name]; s >= r.n && canTake(p) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
+			r.movers = append(r.movers, name)
 		}
 	}
-	slices.SortFunc(movers, func(a, b string) int { return cmp.Compare(slotOf[b], slotOf[a]) })
-	for len(movers) > 0 && len(free) > 0 {
-		take(movers[0], free[0])
-		movers, free = movers[1:], free[1:]
+	slices.SortFunc(r.movers, func(a, b string) int { return cmp.Compare(r.slotOf[b], r.slotOf[a]) })
+	for len(r.movers) > 0 && len(r.free) > 0 {
+		r.take(r.movers[0], r.free[0])
+		r.movers, r.free = r.movers[1:], r.free[1:]
 	}
-	for len(waiting) > 0 && len(free) > 0 {
-		take(waiting[0], free[0])
-		waiting, free = waiting[1:], free[1:]
+	for len(r.waiting) > 0 && len(r.free) > 0 {
+		r.take(r.waiting[0], r.free[0])
+		r.waiting, r.free = r.waiting[1:], r.free[1:]
 	}
+}
 
-	// The replay. free and waiting are never both non-empty.
-	for _, e := range events {
-		s, slotted := slotOf[e.pod]
+// replayEvents is the replay proper: each event in order, a Pod turning
+// Ready taking the slot free longest or waiting, a deletion freeing its
+// slot for the Pod that waited longest, else a mover. free and waiting
+// are never both non-empty.
+func (r *replay) replayEvents() {
+	for _, e := range r.events {
+		s, slotted := r.slotOf[e.pod]
 		switch {
-		case !e.leaves && len(free) > 0:
-			take(e.pod, free[0])
-			free = free[1:]
+		case !e.leaves && len(r.free) > 0:
+			r.take(e.pod, r.free[0])
+			r.free = r.free[1:]
 		case !e.leaves:
-			waiting = append(waiting, e.pod)
+			r.waiting = append(r.waiting, e.pod)
 		case !slotted:
-			waiting = slices.DeleteFunc(waiting, func(name string) bool { return name == e.pod })
-		case s >= n:
+			r.waiting = slices.DeleteFunc(r.waiting, func(name string) bool { return name == e.pod })
+		case s >= r.n:
 			// A slot a scale-down removes goes with its Pod.
-			movers = slices.DeleteFunc(movers, func(name string) bool { return name == e.pod })
-		case len(waiting) > 0:
-			take(waiting[0], s)
-			waiting = waiting[1:]
-		case len(movers) > 0:
-			take(movers[0], s)
-			movers = movers[1:]
+			r.movers = slices.DeleteFunc(r.movers, func(name string) bool { return name == e.pod })
+		case len(r.waiting) > 0:
+			r.take(r.waiting[0], s)
+			r.waiting = r.waiting[1:]
+		case len(r.movers) > 0:
+			r.take(r.movers[0], s)
+			r.movers = r.movers[1:]
 		default:
-			free = append(free, s)
+			r.free = append(r.free, s)
 		}
 	}
-	a.Waiting = waiting
-	a.EventsUntil = &metav1.Time{Time: lastEvent.UTC()}
+}
 
-	// The table runs to size, and past it to the last slot a Pod that is
-	// not terminating still holds.
-	end := n
-	for s, name := range owner {
-		if s >= n && !byName[name].Leaving {
+// table is the slot table the replay ends with: it runs to size, and past
+// it to the last slot a Pod that is not terminating still holds.
+func (r *replay) table() []v1alpha1.Slot {
+	end := r.n
+	for s, name := range r.owner {
+		if s >= r.n && !r.byName[name].Leaving {
 			end = max(end, s+1)
 		}
 	}
-	a.Slots = make([]v1alpha1.Slot, end)
+	slots := make([]v1alpha1.Slot, end)
 	for s := range end {
 		e := v1alpha1.Slot{Slot: int32(s), State: v1alpha1.SlotEmpty}
-		if name, ok := owner[s]; ok {
-			p := byName[name]
+		if name, ok := r.owner[s]; ok {
+			p := r.byName[name]
 			e.Pod, e.IP = p.Name, p.IP
 			switch {
 			case p.Leaving:
@@ -385,9 +464,9 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 				e.State = v1alpha1.SlotNotReady
 			}
 		}
-		a.Slots[s] = e
+		slots[s] = e
 	}
-	return a
+	return slots
 }
 
 // event is what the slot table replays: a Pod turning Ready, or its
