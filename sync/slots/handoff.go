@@ -102,16 +102,7 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 				continue
 			}
 		}
-		if taken, ok := h.TakenSlot(); ok {
-			// Its items go to the slot's Pod as the table has it now:
-			// the one that took it, or, if that one left too, the next.
-			// A slot that went, or whose Pod is gone, is owed nothing.
-			if s := int(taken); s < len(table) && table[s].Pod != "" {
-				h.To, h.ToIP = table[s].Pod, table[s].IP
-			} else {
-				h = removed()
-			}
-		}
+		h = toHolder(h, table)
 		h.Pod, h.IP, h.Progress = p.Name, p.IP, nil
 		if r, ok := reports[contract.ReportKey(h)]; ok && h.Reason != v1alpha1.HandoffWaiting {
 			h.Progress = &r
@@ -120,6 +111,22 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
+}
+
+// toHolder names, in a Replaced entry, the Pod its items go to: the taken
+// slot's Pod as the table has it now, the one that took it or, if that one
+// left too, the next. A slot that went, or whose Pod is gone, is owed
+// nothing: the entry is Removed.
+func toHolder(h v1alpha1.Handoff, table []v1alpha1.Slot) v1alpha1.Handoff {
+	taken, ok := h.TakenSlot()
+	switch s := int(taken); {
+	case !ok:
+		return h
+	case s < len(table) && table[s].Pod != "":
+		h.To, h.ToIP = table[s].Pod, table[s].IP
+		return h
+	}
+	return removed()
 }
 
 // grown is the Grown entry of a Pod that is not terminating and holds
