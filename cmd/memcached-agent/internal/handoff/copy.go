@@ -135,90 +135,137 @@ type destWriter struct {
 // every batch; on an error it closes every connection at once, so a
 // destination never sees more than whole ms commands (memcached drops an
 // item whose value a closed connection cut).
+//
+// The order of its clean-up matters, and is the order of its defers, last
+// first: finish ends the destinations' writers (and the remover) and takes
+// the first failure as the attempt's error; then the dump's and the mg
+// writer's goroutines are waited for; then the source's connections close.
 func (cp *copier) once(ctx context.Context) (err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	a := &attempt{cp: cp, writers: map[string]*destWriter{}}
+	a.ctx, a.cancel = context.WithCancelCause(ctx)
+	defer a.cancel(nil)
 
-	dumpConn, err := dial(ctx, cp.dial, cp.source, cp.timeout, dumpBufs)
-	if err != nil {
+	if a.dumpConn, err = dial(a.ctx, cp.dial, cp.source, cp.timeout, dumpBufs); err != nil {
 		return err
 	}
-	defer dumpConn.close()
-	getConn, err := dial(ctx, cp.dial, cp.source, cp.timeout, getBufs)
-	if err != nil {
+	defer a.dumpConn.close()
+	if a.getConn, err = dial(a.ctx, cp.dial, cp.source, cp.timeout, getBufs); err != nil {
 		return err
 	}
-	defer getConn.close()
-	if err := startDump(dumpConn); err != nil {
+	defer a.getConn.close()
+	if err := startDump(a.dumpConn); err != nil {
 		return err
 	}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// A failure anywhere ends every goroutine: their connections close,
-	// the destinations' too, whatever is being written to them.
-	var failure atomic.Pointer[error]
-	var connsMu sync.Mutex
-	toClose := []*conn{}
-	fail := func(err error) {
-		if err != nil && failure.CompareAndSwap(nil, &err) {
-			cancel(err)
-			dumpConn.close()
-			getConn.close()
-			connsMu.Lock()
-			for _, c := range toClose {
-				c.close()
-			}
-			connsMu.Unlock()
+	defer a.wg.Wait()
+	if err := a.startRemover(); err != nil {
+		return err
+	}
+	asked := a.askItems(a.readKeys())
+	defer a.finish(&err)
+	return a.copyItems(asked)
+}
+
+// attempt is one attempt of a copy (copier.once): its connections to the
+// source, the goroutines that feed it, the writers to its destinations,
+// and the first failure, which ends them all.
+type attempt struct {
+	cp     *copier
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+
+	// dumpConn lists the source's keys; getConn reads their items.
+	dumpConn, getConn *conn
+	// writers are the destinations' connections, by address.
+	writers map[string]*destWriter
+	// removals takes the items to delete from the source (copier.remove;
+	// nil otherwise), and removeDone says how the remover ended.
+	removals   chan removal
+	removeDone chan error
+	// header is the ms line being written, reused.
+	header []byte
+
+	// failure is the first error: it ends every goroutine, their
+	// connections closed, the destinations' too (toClose), whatever is
+	// being written to them.
+	failure atomic.Pointer[error]
+	mu      sync.Mutex
+	toClose []*conn
+}
+
+// fail ends the attempt on its first error: its context, and every
+// connection at once.
+func (a *attempt) fail(err error) {
+	if err != nil && a.failure.CompareAndSwap(nil, &err) {
+		a.cancel(err)
+		a.dumpConn.close()
+		a.getConn.close()
+		a.mu.Lock()
+		for _, c := range a.toClose {
+			c.close()
 		}
+		a.mu.Unlock()
 	}
+}
 
-	// With remove, a connection of its own to the source deletes what
-	// the destinations hold.
-	var removals chan removal
-	var removeDone chan error
-	if cp.remove {
-		rc, err := dial(ctx, cp.dial, cp.source, cp.timeout, destBufs)
+// track has fail close c.
+func (a *attempt) track(c *conn) {
+	a.mu.Lock()
+	a.toClose = append(a.toClose, c)
+	a.mu.Unlock()
+}
+
+// startRemover, with remove, opens a connection of its own to the source
+// and deletes on it what the destinations hold (removeAll).
+func (a *attempt) startRemover() error {
+	cp := a.cp
+	if !cp.remove {
+		return nil
+	}
+	rc, err := dial(a.ctx, cp.dial, cp.source, cp.timeout, destBufs)
+	if err != nil {
+		return err
+	}
+	a.track(rc)
+	a.removals, a.removeDone = make(chan removal, 4*(cp.batch+1)), make(chan error, 1)
+	go func() {
+		defer rc.close()
+		err := cp.removeAll(rc, a.removals)
 		if err != nil {
-			return err
-		}
-		connsMu.Lock()
-		toClose = append(toClose, rc)
-		connsMu.Unlock()
-		removals, removeDone = make(chan removal, 4*(cp.batch+1)), make(chan error, 1)
-		go func() {
-			defer rc.close()
-			err := cp.removeAll(rc, removals)
-			if err != nil {
-				fail(err)
-				// The destinations' readers never block on a remover
-				// that stopped.
-				for range removals {
-				}
+			a.fail(err)
+			// The destinations' readers never block on a remover
+			// that stopped.
+			for range a.removals {
 			}
-			removeDone <- err
-		}()
-	}
-	keys := make(chan []dumpKey, 4)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(keys)
-		if err := readDump(ctx, dumpConn, cp.batch, keys, func() { cp.counts.reserved.Add(1) }); err != nil && ctx.Err() == nil {
-			fail(err)
 		}
+		a.removeDone <- err
 	}()
+	return nil
+}
 
-	// The mg writer runs ahead of the reader by up to two batches.
+// readKeys reads the key dump, a batch at a time, until it ends.
+func (a *attempt) readKeys() <-chan []dumpKey {
+	keys := make(chan []dumpKey, 4)
+	a.wg.Go(func() {
+		defer close(keys)
+		if err := readDump(a.ctx, a.dumpConn, a.cp.batch, keys, func() { a.cp.counts.reserved.Add(1) }); err != nil && a.ctx.Err() == nil {
+			a.fail(err)
+		}
+	})
+	return keys
+}
+
+// askItems writes the mg of each batch of keys to the source, running
+// ahead of the reader (copyItems) by up to two batches.
+func (a *attempt) askItems(keys <-chan []dumpKey) <-chan []dumpKey {
 	asked := make(chan []dumpKey, 2)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	a.wg.Go(func() {
 		defer close(asked)
 		var line []byte
 		for batch := range keys {
-			if cp.beforeGet != nil {
-				cp.beforeGet(batch)
+			if a.cp.beforeGet != nil {
+				a.cp.beforeGet(batch)
 			}
 			for _, k := range batch {
 				line = append(line[:0], "mg "...)
@@ -230,173 +277,194 @@ func (cp *copier) once(ctx context.Context) (err error) {
 				// Grown) keeps its order; c: the CAS, to remove it as
 				// read.
 				line = append(line, " k v f t u"...)
-				if cp.remove {
+				if a.cp.remove {
 					line = append(line, " c"...)
 				}
 				line = append(line, "\r\n"...)
-				getConn.w.Write(line)
+				a.getConn.w.Write(line)
 			}
-			if err := getConn.flush(); err != nil {
-				fail(err)
+			if err := a.getConn.flush(); err != nil {
+				a.fail(err)
 				return
 			}
 			select {
 			case asked <- batch:
-			case <-ctx.Done():
+			case <-a.ctx.Done():
 				return
 			}
 		}
-	}()
+	})
+	return asked
+}
 
-	writers := map[string]*destWriter{}
-	defer func() {
-		// A clean end closes every batch and waits for the answers; a
-		// failure has closed nothing yet, and closes every connection
-		// without writing another byte.
-		for _, d := range writers {
-			close(d.pending)
-			if failure.Load() != nil {
-				d.close()
-			}
-		}
-		for _, d := range writers {
-			if derr := <-d.done; derr != nil {
-				fail(derr)
-			}
-			d.close()
-		}
-		// The readers are done: every removal they will ask for is in.
-		if removals != nil {
-			close(removals)
-			if rerr := <-removeDone; rerr != nil {
-				fail(rerr)
-			}
-		}
-		if p := failure.Load(); p != nil {
-			err = *p
-		}
-	}()
-	writerFor := func(to destination) (*destWriter, error) {
-		if d, ok := writers[to.addr]; ok {
-			return d, nil
-		}
-		c, err := dial(ctx, cp.dial, to.addr, cp.timeout, destBufs)
-		if err != nil {
-			return nil, err
-		}
-		d := &destWriter{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: removals}
-		writers[to.addr] = d
-		connsMu.Lock()
-		toClose = append(toClose, c)
-		connsMu.Unlock()
-		if failure.Load() != nil {
-			c.close()
-		}
-		go func() {
-			err := d.read(cp.counts)
-			if err != nil {
-				fail(err)
-				// The writer never blocks on a reader that stopped.
-				for range d.pending {
-				}
-			}
-			d.done <- err
-		}()
-		return d, nil
-	}
-
-	var header []byte
+// copyItems reads the items asked for, batch by batch, and writes each
+// to its destination, closing every destination's batch at the end of
+// each. It stops between items when the context ends.
+func (a *attempt) copyItems(asked <-chan []dumpKey) error {
 	for batch := range asked {
 		for _, k := range batch {
-			if ctx.Err() != nil {
+			if a.ctx.Err() != nil {
 				break
 			}
-			item, err := readItem(getConn, k)
-			if err != nil {
-				fail(err)
+			if err := a.copyItem(k); err != nil {
+				a.fail(err)
 				return err
 			}
-			if item == nil {
-				cp.counts.gone.Add(1)
-				continue
-			}
-			to, ok := cp.route(k.key)
-			ttl, live := remainingTTL(item.ttl, cp.now())
-			switch {
-			case !live:
-				cp.counts.gone.Add(1)
-			case !ok && to.stay:
-				cp.counts.stayed.Add(1)
-			case !ok:
-				cp.counts.homeless.Add(1)
-			}
-			if !live || !ok {
-				if err := getConn.discard(item.size); err != nil {
-					fail(err)
-					return err
-				}
-				continue
-			}
-			d, err := writerFor(to)
-			if err != nil {
-				fail(err)
-				return err
-			}
-			header = append(header[:0], "ms "...)
-			header = append(header, k.key...)
-			header = append(header, ' ')
-			header = strconv.AppendInt(header, item.size, 10)
-			if k.binary {
-				header = append(header, " b"...)
-			}
-			header = append(header, " T"...)
-			header = strconv.AppendInt(header, ttl, 10)
-			header = append(header, " F"...)
-			header = append(header, item.flags...)
-			header = append(header, " ME\r\n"...)
-			d.nc.SetWriteDeadline(time.Now().Add(cp.timeout + bytesTime(item.size)))
-			d.w.Write(header)
-			if err := getConn.copyValue(d.w, item.size); err != nil {
-				err = getConn.fail(err)
-				fail(err)
-				return err
-			}
-			d.w.WriteString("\r\n")
-			p := pending{size: item.size}
-			if cp.remove {
-				p.item = &removal{key: k.key, binary: k.binary, cas: item.cas}
-			}
-			d.batch = append(d.batch, p)
 		}
-		for _, d := range writers {
-			if len(d.batch) == 0 {
-				continue
-			}
-			d.w.WriteString("mn\r\n")
-			if err := d.flush(); err != nil {
-				fail(err)
-				return err
-			}
-			// Never dropped: the reader takes every answer in order, of
-			// what was flushed, so it keeps up.
-			for _, p := range d.batch {
-				d.pending <- p
-			}
-			d.pending <- pending{mn: true}
-			d.batch = d.batch[:0]
+		if err := a.closeBatches(); err != nil {
+			a.fail(err)
+			return err
 		}
-		if ctx.Err() != nil {
+		if a.ctx.Err() != nil {
 			break
 		}
 	}
-	if p := failure.Load(); p != nil {
+	if p := a.failure.Load(); p != nil {
 		return *p
 	}
 	// Stopped early: the source's connections may close at once (the
 	// destinations' batches are closed by now).
-	dumpConn.close()
-	getConn.close()
-	return context.Cause(ctx)
+	a.dumpConn.close()
+	a.getConn.close()
+	return context.Cause(a.ctx)
+}
+
+// copyItem reads k's item from the source and writes it, as an ms in add
+// mode, into the batch of the destination route gives it. An item gone
+// from the source, out of time, not this hand-off's to move or with no
+// home is read past, and counted.
+func (a *attempt) copyItem(k dumpKey) error {
+	cp := a.cp
+	item, err := readItem(a.getConn, k)
+	if err != nil {
+		return err
+	}
+	if item == nil {
+		cp.counts.gone.Add(1)
+		return nil
+	}
+	to, ok := cp.route(k.key)
+	ttl, live := remainingTTL(item.ttl, cp.now())
+	switch {
+	case !live:
+		cp.counts.gone.Add(1)
+	case !ok && to.stay:
+		cp.counts.stayed.Add(1)
+	case !ok:
+		cp.counts.homeless.Add(1)
+	}
+	if !live || !ok {
+		return a.getConn.discard(item.size)
+	}
+	d, err := a.writerFor(to)
+	if err != nil {
+		return err
+	}
+	h := append(a.header[:0], "ms "...)
+	h = append(h, k.key...)
+	h = append(h, ' ')
+	h = strconv.AppendInt(h, item.size, 10)
+	if k.binary {
+		h = append(h, " b"...)
+	}
+	h = append(h, " T"...)
+	h = strconv.AppendInt(h, ttl, 10)
+	h = append(h, " F"...)
+	h = append(h, item.flags...)
+	a.header = append(h, " ME\r\n"...)
+	d.nc.SetWriteDeadline(time.Now().Add(cp.timeout + bytesTime(item.size)))
+	d.w.Write(a.header)
+	if err := a.getConn.copyValue(d.w, item.size); err != nil {
+		return a.getConn.fail(err)
+	}
+	d.w.WriteString("\r\n")
+	p := pending{size: item.size}
+	if cp.remove {
+		p.item = &removal{key: k.key, binary: k.binary, cas: item.cas}
+	}
+	d.batch = append(d.batch, p)
+	return nil
+}
+
+// closeBatches closes each destination's batch with mn, flushes it, and
+// hands its reader the answers to expect.
+func (a *attempt) closeBatches() error {
+	for _, d := range a.writers {
+		if len(d.batch) == 0 {
+			continue
+		}
+		d.w.WriteString("mn\r\n")
+		if err := d.flush(); err != nil {
+			return err
+		}
+		// Never dropped: the reader takes every answer in order, of
+		// what was flushed, so it keeps up.
+		for _, p := range d.batch {
+			d.pending <- p
+		}
+		d.pending <- pending{mn: true}
+		d.batch = d.batch[:0]
+	}
+	return nil
+}
+
+// writerFor is the writer to a destination, dialled, with its reader
+// started, the first time an item goes there.
+func (a *attempt) writerFor(to destination) (*destWriter, error) {
+	if d, ok := a.writers[to.addr]; ok {
+		return d, nil
+	}
+	cp := a.cp
+	c, err := dial(a.ctx, cp.dial, to.addr, cp.timeout, destBufs)
+	if err != nil {
+		return nil, err
+	}
+	d := &destWriter{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: a.removals}
+	a.writers[to.addr] = d
+	a.track(c)
+	if a.failure.Load() != nil {
+		c.close()
+	}
+	go func() {
+		err := d.read(cp.counts)
+		if err != nil {
+			a.fail(err)
+			// The writer never blocks on a reader that stopped.
+			for range d.pending {
+			}
+		}
+		d.done <- err
+	}()
+	return d, nil
+}
+
+// finish ends the destinations' writers: a clean end closes every batch
+// and waits for the answers; a failure has closed nothing yet, and closes
+// every connection without writing another byte. Then it waits for the
+// remover, and makes the first failure the attempt's error (*err).
+func (a *attempt) finish(err *error) {
+	for _, d := range a.writers {
+		close(d.pending)
+		if a.failure.Load() != nil {
+			d.close()
+		}
+	}
+	for _, d := range a.writers {
+		if derr := <-d.done; derr != nil {
+			a.fail(derr)
+		}
+		d.close()
+	}
+	// The readers are done: every removal they will ask for is in.
+	if a.removals != nil {
+		close(a.removals)
+		if rerr := <-a.removeDone; rerr != nil {
+			a.fail(rerr)
+		}
+	}
+	if p := a.failure.Load(); p != nil {
+		*err = *p
+	}
 }
 
 // maxBusy bounds the attempts while the crawler is busy.
