@@ -467,164 +467,234 @@ func (r *Runner) added(h v1alpha1.Handoff) route {
 
 // copy takes the source's lock (waiting while another agent holds it,
 // ending if that one finishes), copies while renewing it, marks the
-// source and reports.
+// source and reports: copyJob's phases, in order.
 func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string, rt route) {
-	id := jobID(h)
-	leaving := h.Reason != v1alpha1.HandoffMoved && h.Reason != v1alpha1.HandoffGrown
-	var ctl *conn
-	defer func() {
-		if ctl != nil {
-			ctl.close()
-		}
-	}()
-	control := func(f func(*conn) error) error {
-		return withControl(ctx, r.opts.Dial, source, r.opts.Timeout, r.opts.Retries, &ctl, f)
+	j := &copyJob{r: r, ctx: ctx, log: log, h: h, id: jobID(h), source: source,
+		leaving: h.Reason != v1alpha1.HandoffMoved && h.Reason != v1alpha1.HandoffGrown}
+	defer j.closeControl()
+	if !j.lock() {
+		return
 	}
+	err := j.bulkCopy(rt)
+	if err == nil {
+		err = j.finish()
+	}
+	j.conclude(err)
+	j.endForwarding(err)
+}
 
+// copyJob is one hand-off's copy, as Runner.copy runs it: its source and
+// the control connection to it (the lock, the markers), and once the lock
+// is held, the copy's counts, its forwarder and how it ended.
+type copyJob struct {
+	r   *Runner
+	ctx context.Context
+	log *slog.Logger
+	h   v1alpha1.Handoff
+	// id names the copy on the source (jobID); leaving is a source that
+	// gets DoneKey and is forwarded (Replaced, Removed).
+	id      string
+	leaving bool
+	source  string
+	// ctl is the control connection, nil until dialled and after it
+	// failed.
+	ctl *conn
+
+	start time.Time
+	cnt   *counts
+	took  time.Duration
+	// done is the report a copy that ends well sends, as the bulk copy
+	// left it.
+	done   v1alpha1.HandoffProgress
+	fw     *forwarder
+	fwDone <-chan struct{}
+}
+
+// control runs f on the control connection, dialled again after a
+// connection failure (withControl).
+func (j *copyJob) control(f func(*conn) error) error {
+	return withControl(j.ctx, j.r.opts.Dial, j.source, j.r.opts.Timeout, j.r.opts.Retries, &j.ctl, f)
+}
+
+func (j *copyJob) closeControl() {
+	if j.ctl != nil {
+		j.ctl.close()
+	}
+}
+
+// lock takes the source's lock, waiting while another agent holds it. It
+// is false when nothing is left to do: the copy finished (another agent's,
+// whose last report it sends again), taking the lock failed (reported), or
+// ctx ended.
+func (j *copyJob) lock() bool {
 	waitingFor := ""
 	for {
-		var done, held bool
-		var holder string
-		var last *v1alpha1.HandoffProgress
-		err := control(func(c *conn) (err error) {
-			if done, last, err = finished(c, id, leaving); err != nil || done {
-				return err
-			}
-			if held, holder, err = tryLock(c, r.opts.Self, r.opts.LockTTL); err != nil || !held {
-				return err
-			}
-			// It may have finished between the look and the lock.
-			if done, last, err = finished(c, id, leaving); done {
-				unlock(c, r.opts.Self)
-			}
-			return err
-		})
+		done, held, holder, last, err := j.lookAndLock()
 		switch {
-		case ctx.Err() != nil:
-			return
+		case j.ctx.Err() != nil:
+			return false
 		case err != nil:
-			r.failed(ctx, log, h, time.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
-			return
+			j.r.failed(j.ctx, j.log, j.h, time.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
+			return false
 		case done:
-			log.Info("another agent handed the items on")
+			j.log.Info("another agent handed the items on")
 			if last != nil {
 				// The copier's own report, again: it may have died
 				// before it sent it.
-				r.report(ctx, h, *last)
+				j.r.report(j.ctx, j.h, *last)
 			}
-			return
+			return false
 		case held:
-		default:
-			if holder != waitingFor && holder != "" {
-				waitingFor = holder
-				log.Info("another agent copies; waiting for it to finish, or for its lock to expire", "holder", holder)
-			}
-			select {
-			case <-time.After(r.opts.LockTTL / 5):
-				continue
-			case <-ctx.Done():
-				return
-			}
+			return true
 		}
-		break
+		if holder != waitingFor && holder != "" {
+			waitingFor = holder
+			j.log.Info("another agent copies; waiting for it to finish, or for its lock to expire", "holder", holder)
+		}
+		select {
+		case <-time.After(j.r.opts.LockTTL / 5):
+		case <-j.ctx.Done():
+			return false
+		}
 	}
+}
 
-	start := r.opts.Now()
-	cnt := &counts{}
-	log.Info("handing items on", "from", source, "to", h.To, "to_ip", h.ToIP)
-	r.report(ctx, h, progress(v1alpha1.HandoffCopying, cnt, 0, ""))
+// lookAndLock looks, on the control connection, whether the copy is
+// finished (with its last report), and otherwise takes the lock or learns
+// who holds it.
+func (j *copyJob) lookAndLock() (done, held bool, holder string, last *v1alpha1.HandoffProgress, err error) {
+	self, ttl := j.r.opts.Self, j.r.opts.LockTTL
+	err = j.control(func(c *conn) (err error) {
+		if done, last, err = finished(c, j.id, j.leaving); err != nil || done {
+			return err
+		}
+		if held, holder, err = tryLock(c, self, ttl); err != nil || !held {
+			return err
+		}
+		// It may have finished between the look and the lock.
+		if done, last, err = finished(c, j.id, j.leaving); done {
+			unlock(c, self)
+		}
+		return err
+	})
+	return done, held, holder, last, err
+}
 
-	copyCtx, stopCopy := context.WithCancelCause(ctx)
+// bulkCopy copies the source's items, holding the lock: beside the copy
+// it renews the lock (which stops the copy when lost) and reports the
+// progress, and a leaving source's writes are forwarded from before the
+// dump.
+func (j *copyJob) bulkCopy(rt route) error {
+	r, h := j.r, j.h
+	j.start, j.cnt = r.opts.Now(), &counts{}
+	j.log.Info("handing items on", "from", j.source, "to", h.To, "to_ip", h.ToIP)
+	r.report(j.ctx, h, progress(v1alpha1.HandoffCopying, j.cnt, 0, ""))
+
+	copyCtx, stopCopy := context.WithCancelCause(j.ctx)
 	defer stopCopy(nil)
 	var wg sync.WaitGroup
-	wg.Go(func() { r.renewLock(copyCtx, stopCopy, source, log) })
-	wg.Go(func() { r.reportCopying(copyCtx, h, start, cnt) })
-	cp := &copier{source: source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt, beforeGet: r.opts.beforeGet,
+	wg.Go(func() { r.renewLock(copyCtx, stopCopy, j.source, j.log) })
+	wg.Go(func() { r.reportCopying(copyCtx, h, j.start, j.cnt) })
+	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt, beforeGet: r.opts.beforeGet,
 		remove: h.Reason == v1alpha1.HandoffGrown && !r.opts.keepGrown, beforeRemove: r.opts.beforeRemove}
 	// A leaving source's writes are forwarded from before the dump until
 	// it stops (forward.go): watching starts here, so that every write it
 	// takes after the copy reads a key is logged.
-	fw, fwDone := r.forward(ctx, log, cp, leaving)
+	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.leaving)
 	err := cp.run(copyCtx, r.opts.Retries)
 	stopCopy(nil)
 	wg.Wait()
-	r.handed(cnt)
-	took := r.opts.Now().Sub(start)
+	r.handed(j.cnt)
+	j.took = r.opts.Now().Sub(j.start)
+	j.done = progress(v1alpha1.HandoffDone, j.cnt, j.took, summary(j.cnt))
+	return err
+}
 
-	// The marker comes before the lock goes: the agent that waits sees
-	// one or the other.
-	done := progress(v1alpha1.HandoffDone, cnt, took, summary(cnt))
-	if err == nil && fw != nil {
-		// The copy is over: deletions it may have undone are applied
-		// again, and the done marker, which lets the source stop within
-		// a second, waits (up to maxCatchUp) for the writes the source
-		// logged before now to be handed on.
-		fw.copyEnded()
+// finish marks a copy that ended well finished on the source (and, for a
+// leaving one, sets DoneKey, which ends its preStop), before the lock
+// goes: the agent that waits sees one or the other. Deletions the copy
+// may have undone are applied again first, and the marker waits (up to
+// maxCatchUp) for the forwarder to hand on the writes the source logged
+// before now.
+func (j *copyJob) finish() error {
+	if j.fw != nil {
+		j.fw.copyEnded()
 		var caught bool
-		cerr := control(func(c *conn) (err error) {
-			caught, err = fw.catchUp(c, maxCatchUp)
+		cerr := j.control(func(c *conn) (err error) {
+			caught, err = j.fw.catchUp(c, maxCatchUp)
 			return err
 		})
 		if cerr != nil || !caught {
-			log.Debug("setting the done marker before the forwarder caught up", "pending", fw.pending.len(), "error", cerr)
+			j.log.Debug("setting the done marker before the forwarder caught up", "pending", j.fw.pending.len(), "error", cerr)
 		}
 	}
-	if err == nil {
-		err = control(func(c *conn) error { return markFinished(c, id, leaving, done) })
-		if err != nil {
-			err = fmt.Errorf("marking the copy finished: %w", err)
-		}
+	if err := j.control(func(c *conn) error { return markFinished(c, j.id, j.leaving, j.done) }); err != nil {
+		return fmt.Errorf("marking the copy finished: %w", err)
 	}
-	release := func() {
-		if ctl == nil {
-			return
-		}
-		// On the way out (a cancelled context), still release the lock, so
-		// that the other agent need not wait for it to expire.
-		ctl.nc.SetDeadline(time.Now().Add(2 * time.Second))
-		if err := unlock(ctl, r.opts.Self); err != nil {
-			log.Debug("could not release the copy's lock", "error", err)
-		}
+	return nil
+}
+
+// release releases the lock, on the way out (a cancelled context) too, so
+// that the other agent need not wait for it to expire.
+func (j *copyJob) release() {
+	if j.ctl == nil {
+		return
 	}
+	j.ctl.nc.SetDeadline(time.Now().Add(2 * time.Second))
+	if err := unlock(j.ctl, j.r.opts.Self); err != nil {
+		j.log.Debug("could not release the copy's lock", "error", err)
+	}
+}
+
+// conclude tells how the copy ended: the observer, the report, an Event
+// and the log. A lock lost to another agent is left to it.
+func (j *copyJob) conclude(err error) {
+	r, h, cnt := j.r, j.h, j.cnt
 	switch {
 	case err == nil:
-		release()
-		r.observer.Ended(ResultDone, took)
-		p := done
-		r.report(ctx, h, p)
+		j.release()
+		r.observer.Ended(ResultDone, j.took)
+		p := j.done
+		r.report(j.ctx, h, p)
 		msg := fmt.Sprintf("handed on %d items (%.1f MiB) from %s to %s in %.1f s, %d already there",
-			p.Items, float64(p.Bytes)/(1<<20), h.Pod, strings.Join(cnt.pods(h), ", "), took.Seconds(), p.Skipped)
+			p.Items, float64(p.Bytes)/(1<<20), h.Pod, strings.Join(cnt.pods(h), ", "), j.took.Seconds(), p.Skipped)
 		if p.Message != "" {
 			msg += "; " + p.Message
 		}
-		r.event(ctx, log, false, "HandedOff", msg)
-		log.Info("handed items on", "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", took.Seconds(),
+		r.event(j.ctx, j.log, false, "HandedOff", msg)
+		j.log.Info("handed items on", "items", p.Items, "bytes", p.Bytes, "skipped", p.Skipped, "seconds", j.took.Seconds(),
 			"gone", cnt.gone.Load(), "homeless", cnt.homeless.Load(), "refused", cnt.refused.Load(), "reserved", cnt.reserved.Load(),
 			"stayed", cnt.stayed.Load(), "removed", cnt.removed.Load(), "changed", cnt.changed.Load())
 	case errors.Is(err, errLockLost):
-		r.observer.Ended(ResultCancelled, took)
-		log.Warn("stopped copying: another agent holds the lock now")
-	case ctx.Err() != nil:
-		release()
-		r.observer.Ended(ResultCancelled, took)
-		log.Info("copy cancelled", "items", cnt.items.Load())
+		r.observer.Ended(ResultCancelled, j.took)
+		j.log.Warn("stopped copying: another agent holds the lock now")
+	case j.ctx.Err() != nil:
+		j.release()
+		r.observer.Ended(ResultCancelled, j.took)
+		j.log.Info("copy cancelled", "items", cnt.items.Load())
 	default:
-		release()
-		r.failed(ctx, log, h, start, cnt, err)
+		j.release()
+		r.failed(j.ctx, j.log, h, j.start, cnt, err)
 	}
+}
+
+// endForwarding waits for the forwarder, if any, to end: at once when
+// the copy did not end well (no copy to keep up to date: failed,
+// cancelled, or another agent's now), else when the source stops or the
+// entry goes. Then it counts and logs what was forwarded.
+func (j *copyJob) endForwarding(err error) {
+	fw := j.fw
 	if fw == nil {
 		return
 	}
 	if err != nil {
-		// No copy to keep up to date: failed, cancelled, or another
-		// agent's now.
 		fw.stop()
 	}
-	<-fwDone
-	r.observer.Handed(fw.counts.stored.Load(), fw.counts.bytes.Load())
-	log.Info("forwarded the source's writes until it stopped", fw.logValues()...)
-	if r.opts.afterForward != nil {
-		r.opts.afterForward(&fw.counts)
+	<-j.fwDone
+	j.r.observer.Handed(fw.counts.stored.Load(), fw.counts.bytes.Load())
+	j.log.Info("forwarded the source's writes until it stopped", fw.logValues()...)
+	if j.r.opts.afterForward != nil {
+		j.r.opts.afterForward(&fw.counts)
 	}
 }
 
