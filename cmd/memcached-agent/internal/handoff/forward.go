@@ -615,66 +615,98 @@ func (f *forwarder) forward(ctx context.Context, conns map[string]*conn, k dumpK
 	if err != nil {
 		return err
 	}
-	destFailed := func(err error) error {
-		d.close()
-		delete(conns, to.addr)
-		return d.fail(err)
-	}
-	src := f.src
-	srcFailed := func(err error) error {
-		src.close()
-		f.src = nil
-		return fmt.Errorf("the source: %w", src.fail(err))
-	}
-	b := ""
+	kf := &keyForward{f: f, conns: conns, addr: to.addr, dest: d, src: f.src, k: k}
 	if k.binary {
-		b = " b"
-	}
-	del := func() error {
-		if err := f.deleteThere(conns, d, k); err != nil {
-			return err
-		}
-		f.deletedThere(k)
-		return nil
+		kf.b = " b"
 	}
 	switch kind {
 	case watchDeleted:
-		return del()
+		return kf.del()
 	case watchRecheck:
-		answer, err := src.do("mg "+k.key+b, nil)
-		switch {
-		case err != nil:
-			return srcFailed(err)
-		case answer == "EN":
-			return del()
-		case answer == "HD":
-			// Stored again since: that store was logged, and is
-			// forwarded in its turn.
-			return nil
-		}
-		return srcFailed(&protocolError{addr: src.addr, msg: fmt.Sprintf("mg %s answered %q", k.key, answer)})
+		return kf.recheck()
 	}
-	src.w.WriteString("mg " + k.key + b + " k v f t\r\n")
+	return kf.copyItem()
+}
+
+// keyForward is one key being forwarded (forwarder.forward): the key, and
+// the connections to its source and its destination, each closed when it
+// fails.
+type keyForward struct {
+	f     *forwarder
+	conns map[string]*conn
+	addr  string // the destination's
+	dest  *conn
+	src   *conn
+	k     dumpKey
+	b     string // " b" for a binary key
+}
+
+// destFailed closes the destination's connection and drops it from conns.
+func (kf *keyForward) destFailed(err error) error {
+	kf.dest.close()
+	delete(kf.conns, kf.addr)
+	return kf.dest.fail(err)
+}
+
+// srcFailed closes the source's connection, for the next key to dial.
+func (kf *keyForward) srcFailed(err error) error {
+	kf.src.close()
+	kf.f.src = nil
+	return fmt.Errorf("the source: %w", kf.src.fail(err))
+}
+
+// del deletes the key on its destination.
+func (kf *keyForward) del() error {
+	if err := kf.f.deleteThere(kf.conns, kf.dest, kf.k); err != nil {
+		return err
+	}
+	kf.f.deletedThere(kf.k)
+	return nil
+}
+
+// recheck deletes, after the bulk copy, a key the forwarder deleted while
+// it ran, unless the source holds it again.
+func (kf *keyForward) recheck() error {
+	answer, err := kf.src.do("mg "+kf.k.key+kf.b, nil)
+	switch {
+	case err != nil:
+		return kf.srcFailed(err)
+	case answer == "EN":
+		return kf.del()
+	case answer == "HD":
+		// Stored again since: that store was logged, and is
+		// forwarded in its turn.
+		return nil
+	}
+	return kf.srcFailed(&protocolError{addr: kf.src.addr, msg: fmt.Sprintf("mg %s answered %q", kf.k.key, answer)})
+}
+
+// copyItem reads the key's current item from the source and writes it to
+// its destination in set mode, or deletes it there when the source no
+// longer holds it.
+func (kf *keyForward) copyItem() error {
+	f, src, d, k := kf.f, kf.src, kf.dest, kf.k
+	src.w.WriteString("mg " + k.key + kf.b + " k v f t\r\n")
 	if err := src.flush(); err != nil {
-		return srcFailed(err)
+		return kf.srcFailed(err)
 	}
 	it, err := readItem(src, k)
 	if err != nil {
-		return srcFailed(err)
+		return kf.srcFailed(err)
 	}
 	if it == nil {
 		f.counts.gone.Add(1)
-		return del()
+		return kf.del()
 	}
 	ttl, live := remainingTTL(it.ttl, f.now())
 	if !live {
 		f.counts.gone.Add(1)
 		if err := src.discard(it.size); err != nil {
-			return srcFailed(err)
+			return kf.srcFailed(err)
 		}
-		return del()
+		return kf.del()
 	}
-	header := fmt.Sprintf("ms %s %d%s T%d F%s\r\n", k.key, it.size, b, ttl, it.flags)
+	header := fmt.Sprintf("ms %s %d%s T%d F%s\r\n", k.key, it.size, kf.b, ttl, it.flags)
 	d.nc.SetWriteDeadline(time.Now().Add(f.timeout + bytesTime(it.size)))
 	d.w.WriteString(header)
 	dw := &errWriter{w: d.w}
@@ -685,18 +717,18 @@ func (f *forwarder) forward(ctx context.Context, conns map[string]*conn, k dumpK
 		src.close()
 		f.src = nil
 		if dw.err != nil {
-			return destFailed(dw.err)
+			return kf.destFailed(dw.err)
 		}
-		return srcFailed(err)
+		return kf.srcFailed(err)
 	}
 	d.w.WriteString("\r\n")
 	if err := d.flush(); err != nil {
-		return destFailed(err)
+		return kf.destFailed(err)
 	}
 	answer, err := d.line()
 	switch {
 	case err != nil:
-		return destFailed(err)
+		return kf.destFailed(err)
 	case string(answer) == "HD":
 		f.counts.stored.Add(1)
 		f.counts.bytes.Add(it.size)
@@ -705,7 +737,7 @@ func (f *forwarder) forward(ctx context.Context, conns map[string]*conn, k dumpK
 		// Refused (too large, out of memory): counted lost by run.
 		return fmt.Errorf("%s: ms %s answered %q", d.addr, k.key, answer)
 	}
-	return destFailed(&protocolError{addr: d.addr, msg: fmt.Sprintf("ms %s answered %q", k.key, answer)})
+	return kf.destFailed(&protocolError{addr: d.addr, msg: fmt.Sprintf("ms %s answered %q", k.key, answer)})
 }
 
 // logValues are the counts, for the log.
