@@ -125,19 +125,11 @@ func (proxy) children(d *desire) []any {
 	}
 }
 
-// proxyDeployment runs spec.image's memcached as the proxy, and beside it
-// the agent writing the pool file from the slot table. The Pod is Ready
-// once the proxy listens and the agent has written a pool.
-func proxyDeployment(d *desire) any {
-	p, s := d.p, d.s
-	ps := s.Proxy
-	replicas, threads, limit := int32(defaultProxyReplicas), int32(defaultProxyThreads), int32(defaultProxyFailureLimit)
-	if ps.Replicas != nil {
-		replicas = *ps.Replicas
-	}
-	if ps.Threads != nil {
-		threads = *ps.Threads
-	}
+// proxyEnv is what the proxy's config.lua reads from its environment: the
+// pool file, and spec.proxy's timeouts, retry wait and failure limit or
+// their defaults.
+func proxyEnv(ps *v1alpha1.ProxySpec) []corev1.EnvVar {
+	limit := int32(defaultProxyFailureLimit)
 	if ps.FailureLimit != nil {
 		limit = *ps.FailureLimit
 	}
@@ -151,6 +143,28 @@ func proxyDeployment(d *desire) any {
 	if ps.RetryAfter != nil {
 		// routelib takes whole seconds.
 		retry = ps.RetryAfter.Duration.Round(time.Second)
+	}
+	return []corev1.EnvVar{
+		{Name: "MEMCACHED_PROXY_POOL_FILE", Value: ProxyPoolFile},
+		{Name: "MEMCACHED_PROXY_CONNECT_TIMEOUT", Value: seconds(ps.ConnectTimeout, defaultProxyTimeout)},
+		{Name: "MEMCACHED_PROXY_READ_TIMEOUT", Value: seconds(ps.ReadTimeout, defaultProxyTimeout)},
+		{Name: "MEMCACHED_PROXY_RETRY_WAIT", Value: strconv.Itoa(int(retry / time.Second))},
+		{Name: "MEMCACHED_PROXY_FAILURE_LIMIT", Value: strconv.Itoa(int(limit))},
+	}
+}
+
+// proxyDeployment runs spec.image's memcached as the proxy, and beside it
+// the agent writing the pool file from the slot table. The Pod is Ready
+// once the proxy listens and the agent has written a pool.
+func proxyDeployment(d *desire) any {
+	p, s := d.p, d.s
+	ps := s.Proxy
+	replicas, threads := int32(defaultProxyReplicas), int32(defaultProxyThreads)
+	if ps.Replicas != nil {
+		replicas = *ps.Replicas
+	}
+	if ps.Threads != nil {
+		threads = *ps.Threads
 	}
 	meta := proxyMeta(p)
 	sum := sha256.Sum256([]byte(ProxyConfig))
@@ -174,13 +188,7 @@ func proxyDeployment(d *desire) any {
 			"-p", strconv.Itoa(Port), "-t", strconv.Itoa(int(threads)), "-c", strconv.Itoa(proxyConnections),
 			"-o", "proxy_config=routelib,proxy_arg=" + proxyConfigDir + "/config.lua",
 		},
-		Env: []corev1.EnvVar{
-			{Name: "MEMCACHED_PROXY_POOL_FILE", Value: ProxyPoolFile},
-			{Name: "MEMCACHED_PROXY_CONNECT_TIMEOUT", Value: seconds(ps.ConnectTimeout, defaultProxyTimeout)},
-			{Name: "MEMCACHED_PROXY_READ_TIMEOUT", Value: seconds(ps.ReadTimeout, defaultProxyTimeout)},
-			{Name: "MEMCACHED_PROXY_RETRY_WAIT", Value: strconv.Itoa(int(retry / time.Second))},
-			{Name: "MEMCACHED_PROXY_FAILURE_LIMIT", Value: strconv.Itoa(int(limit))},
-		},
+		Env:   proxyEnv(ps),
 		Ports: []corev1.ContainerPort{{Name: "memcached", ContainerPort: Port, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: "config", MountPath: proxyConfigDir, ReadOnly: true},
