@@ -746,3 +746,26 @@ func (f *forwarder) logValues() []any {
 	return []any{"forwarded", c.stored.Load(), "forwarded_bytes", c.bytes.Load(), "forwarded_deletes", c.deleted.Load(),
 		"forward_gone", c.gone.Load(), "forward_homeless", c.homeless.Load(), "forward_dropped", c.dropped.Load(), "forward_lost", c.lost.Load(), "forward_cleared", c.cleared.Load()}
 }
+
+// forward starts forwarding a leaving source's writes (forward.go), on
+// ctx: the hand-off's, so that it outlives the bulk copy and its done
+// marker, and ends with the entry. A source that will not be watched
+// (started with -W, or with too many watchers) is copied without: the
+// writes it takes after the copy reads their keys are not handed on, as
+// before forwarding.
+func (r *Runner) forward(ctx context.Context, log *slog.Logger, cp *copier, leaving bool) (*forwarder, <-chan struct{}) {
+	if !leaving || r.opts.noForward {
+		return nil, nil
+	}
+	fw, err := startForward(ctx, cp, r.opts.ForwardKeys, log)
+	if err != nil {
+		log.Warn("could not watch the source's writes: those it takes after the copy reads their keys will not be handed on", "error", err)
+		return nil, nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fw.run(ctx)
+	}()
+	return fw, done
+}
