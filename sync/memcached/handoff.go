@@ -1,7 +1,6 @@
 package memcached
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
-	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -159,18 +157,4 @@ func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 	case keepWarm(pl.spec):
 		st.Handoffs = slots.Handoffs(pl.obs.slotTable.Slots, pl.assigned, pl.size, pl.p.Status.Handoffs, pl.pods, pl.obs.reports)
 	}
-}
-
-// readReports reads the agent's reports: the data of its ConfigMap, one
-// JSON object a hand-off, keyed by contract.ReportKey. One that does not
-// decode is left out: the hook only carries them into the status.
-func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
-	out := map[string]v1alpha1.HandoffProgress{}
-	for key, raw := range c.Data {
-		var r v1alpha1.HandoffProgress
-		if json.Unmarshal([]byte(raw), &r) == nil && r.State != "" {
-			out[key] = r
-		}
-	}
-	return out
 }

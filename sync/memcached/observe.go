@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -135,4 +136,18 @@ func (obs observed) serviceEndpoint(p *metacontroller.Parent, on bool, name stri
 		return ""
 	}
 	return name + "." + p.Namespace + ".svc:" + strconv.Itoa(port)
+}
+
+// readReports reads the agent's reports: the data of its ConfigMap, one
+// JSON object a hand-off, keyed by contract.ReportKey. One that does not
+// decode is left out: the hook only carries them into the status.
+func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
+	out := map[string]v1alpha1.HandoffProgress{}
+	for key, raw := range c.Data {
+		var r v1alpha1.HandoffProgress
+		if json.Unmarshal([]byte(raw), &r) == nil && r.State != "" {
+			out[key] = r
+		}
+	}
+	return out
 }
