@@ -40,7 +40,7 @@ func newHandoffSink(cfg *config, restConfig *rest.Config, logger *slog.Logger, m
 		// --from-file without --report-file: the log says it all.
 		reporters = append(reporters, logReporter{logger})
 	}
-	c.runner = handoff.New(handoff.Options{Self: cfg.self, LockTTL: cfg.handoffLockTTL, Settle: cfg.handoffSettle}, reporters, m, logger.With("component", "handoff"))
+	c.runner = handoff.New(handoff.Options{Self: cfg.self, LockTTL: cfg.handoffLockTTL, ClientMove: cfg.clientMove}, reporters, m, logger.With("component", "handoff"))
 	return c, nil
 }
 

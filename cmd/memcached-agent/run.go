@@ -50,7 +50,7 @@ type config struct {
 	idleTimeout      time.Duration
 	reportFile       string
 	handoffLockTTL   time.Duration
-	handoffSettle    time.Duration
+	clientMove       time.Duration
 	poolFile         string
 	// self is this agent's name in the hand-offs' locks and reports:
 	// $POD_NAME, else the hostname, which in a Pod is the Pod's name.
@@ -79,7 +79,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: report key, the source Pod's name, for Moved POD_SLOT, for Grown POD_SLOT_TO, to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
 	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
-	fs.DurationVar(&cfg.handoffSettle, "handoff-settle", contract.ClientMove, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second; clients that resolve the slots' names, within their lookup period and the DNS TTL: the hook sets it from spec.rollout.clientMoveSeconds), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
+	fs.DurationVar(&cfg.clientMove, "handoff-settle", contract.ClientMove, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second; clients that resolve the slots' names, within their lookup period and the DNS TTL: the hook sets it from spec.rollout.clientMoveSeconds), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
 	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", contract.LockTTL, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 
 	if err := fs.Parse(args, getenv); err != nil {
@@ -100,8 +100,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, fmt.Errorf("--idle-timeout must be positive, got %s", cfg.idleTimeout)
 	case cfg.handoffLockTTL < 3*time.Second:
 		return nil, fmt.Errorf("--handoff-lock-ttl must be at least 3s (memcached counts TTLs in seconds), got %s", cfg.handoffLockTTL)
-	case cfg.handoffSettle < 0 || cfg.handoffSettle > v1alpha1.MaxClientMoveSeconds*time.Second:
-		return nil, fmt.Errorf("--handoff-settle must be from 0s to %s (it delays every copy within the leaving Pod's bound), got %s", v1alpha1.MaxClientMoveSeconds*time.Second, cfg.handoffSettle)
+	case cfg.clientMove < 0 || cfg.clientMove > v1alpha1.MaxClientMoveSeconds*time.Second:
+		return nil, fmt.Errorf("--handoff-settle must be from 0s to %s (it delays every copy within the leaving Pod's bound), got %s", v1alpha1.MaxClientMoveSeconds*time.Second, cfg.clientMove)
 	}
 	if cfg.namespace == "" {
 		cfg.namespace = getenv("POD_NAMESPACE")

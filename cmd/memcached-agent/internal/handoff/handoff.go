@@ -69,13 +69,15 @@ type Options struct {
 	LockTTL time.Duration
 	// ReportEvery is the time between two progress reports (2 s).
 	ReportEvery time.Duration
-	// Settle is how long a copy waits after its entry appears, for the
-	// clients to move to the slot's new owner (the proxies switch their
-	// pool within a second): a write the leaving Pod took after the copy
-	// read its key would never reach the new owner, which would serve the
-	// older value. A write to the new owner is never overwritten (add
-	// mode). 0: no wait (the agent's flag defaults to contract.ClientMove).
-	Settle time.Duration
+	// ClientMove is how long a copy waits after its entry appears, for
+	// the clients to move to the slot's new owner (the proxies switch
+	// their pool within a second): a write the leaving Pod took after the
+	// copy read its key would never reach the new owner, which would
+	// serve the older value. A write to the new owner is never
+	// overwritten (add mode). 0: no wait (the agent's --handoff-settle
+	// defaults to contract.ClientMove). It is not contract.Settle, the
+	// hook's wait for a Pod's event to settle.
+	ClientMove time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// ForwardKeys bounds the keys a leaving source logged as written and
@@ -345,12 +347,12 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		return
 	}
 
-	if r.opts.Settle > 0 {
-		log.Debug("waiting for clients to move to the slot's new owner", "settle", r.opts.Settle)
+	if r.opts.ClientMove > 0 {
+		log.Debug("waiting for clients to move to the slot's new owner", "settle", r.opts.ClientMove)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(r.opts.Settle):
+		case <-time.After(r.opts.ClientMove):
 		}
 	}
 	var rt route

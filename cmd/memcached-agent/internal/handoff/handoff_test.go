@@ -788,7 +788,7 @@ func TestReplacedGoesToTheSlotsHolder(t *testing.T) {
 				}
 				return (&net.Dialer{}).DialContext(ctx, network, addr)
 			}
-			r, _ := newRunner(t, "agent-a", rec, Options{Settle: 300 * time.Millisecond, Dial: dial})
+			r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: 300 * time.Millisecond, Dial: dial})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			r.Update([]v1alpha1.Handoff{h}, tt.then(dst.ip, other.ip))

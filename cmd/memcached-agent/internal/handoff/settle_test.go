@@ -11,7 +11,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// TestSettle is what Options.Settle (the agent's --handoff-settle) is for.
+// TestSettle is what Options.ClientMove (the agent's --handoff-settle) is for.
 // Once a Replaced hand-off appears, a client that has not yet moved to the
 // slot's new owner (a proxy switches its pool within a second) still
 // writes to the leaving Pod; then it moves, and reads from the new owner.
@@ -105,7 +105,7 @@ func TestSettle(t *testing.T) {
 			// Without forwarding (TestForwarded covers it), which would
 			// hand on the source's later writes too: this measures what
 			// the settle alone keeps out.
-			r, _ := newRunner(t, "agent-a", rec, Options{Settle: tt.settle, noForward: true, Dial: dial})
+			r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: tt.settle, noForward: true, Dial: dial})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			start := time.Now()
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
