@@ -16,7 +16,8 @@ import "time"
 //	                     a Ready Pod takes the slot, the status says Replaced
 //	+ ClientMove         the agent waits for clients to follow the slot to its
 //	                     new Pod (--handoff-settle), then copies
-//	+ the copy           at CopyMiBPerSecond at the slowest rate measured
+//	+ the copy           which the default bound allows CopyMiBPerSecond for
+//	                     (half the slowest rate measured)
 //	+ ≤ MaxCatchUp       the done marker waits for the forwarder to hand on
 //	                     what the source logged before the copy ended
 //	preStop bound        PreStopSleep + handoffSeconds (by default SlotWait and
