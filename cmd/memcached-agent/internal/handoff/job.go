@@ -345,12 +345,27 @@ func tryLock(c *conn, self string, ttl time.Duration) (held bool, holder string,
 
 // renewLock extends the lock if this agent still holds it: compare and
 // swap on its cas, so that a lock taken over meanwhile is never extended.
+// A lock that expired (a loaded machine held the renewals back past its
+// TTL, memcached counting whole seconds) and that no other agent took
+// meanwhile is taken back, as tryLock takes a free one: giving the copy up
+// then would leave the hand-off to no one, and the leaving Pod's preStop
+// would wait out its bound with its items unhanded.
 func renewLock(c *conn, self string, ttl time.Duration) error {
 	v, cas, found, err := c.get(LockKey)
 	if err != nil {
 		return err
 	}
-	if !found || string(v) != self {
+	if !found {
+		ok, err := c.store(LockKey, []byte(self), "ME "+ttlToken(ttl))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errLockLost
+		}
+		return nil
+	}
+	if string(v) != self {
 		return errLockLost
 	}
 	ok, err := c.store(LockKey, []byte(self), fmt.Sprintf("C%d %s", cas, ttlToken(ttl)))

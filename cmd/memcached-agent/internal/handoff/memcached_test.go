@@ -383,3 +383,65 @@ func (m *meter) Ended(result string, _ time.Duration) {
 	defer m.mu.Unlock()
 	m.results = append(m.results, result)
 }
+
+// TestRenewLock holds renewLock to what the copy's lock promises: renewed
+// while this agent holds it, taken back when it expired and no one took
+// it, and lost (errLockLost, the copy stops) when another agent holds it.
+func TestRenewLock(t *testing.T) {
+	src := startServer(t, nextIP(t), 16)
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, src.addr, 30*time.Second, getBufs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	holder := func() string {
+		t.Helper()
+		v, _, found, err := c.get(LockKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			return ""
+		}
+		return string(v)
+	}
+	tests := []struct {
+		name string
+		// before sets the lock up: who holds it ("" for nobody, as
+		// after it expired).
+		before string
+		want   error
+		holder string
+	}{
+		{name: "held", before: "agent-a", want: nil, holder: "agent-a"},
+		{name: "expired, nobody took it", before: "", want: nil, holder: "agent-a"},
+		{name: "taken by another agent", before: "agent-b", want: errLockLost, holder: "agent-b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := c.store(LockKey, []byte("agent-a"), "T60"); err != nil {
+				t.Fatal(err)
+			}
+			_, cas, _, err := c.get(LockKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch tt.before {
+			case "":
+				err = c.deleteCAS(LockKey, cas)
+			case "agent-a":
+			default:
+				_, err = c.store(LockKey, []byte(tt.before), "T60")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := renewLock(c, "agent-a", time.Minute); !errors.Is(err, tt.want) {
+				t.Errorf("renewLock = %v, want %v", err, tt.want)
+			}
+			if got := holder(); got != tt.holder {
+				t.Errorf("the lock is held by %q, want %q", got, tt.holder)
+			}
+		})
+	}
+}
