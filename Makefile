@@ -56,14 +56,32 @@ image: ## build the image (the hook and the agent) with docker (IMAGE=REGISTRY/m
 test: ## run every test
 	GOGC=$(TOOLS_GOGC) $(MAKE) --no-print-directory -j$(TOOLS_JOBS) --output-sync=target vet verify-generate test-tools
 	@rm -f $(TEST_BENCHMARK_LINES)
+	@echo "go test -shuffle=$(SHUFFLE): to run the tests in this order again, make test SHUFFLE=$(SHUFFLE)"
 	@status=0; $(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) BENCHMARK_LINES=$(abspath $(TEST_BENCHMARK_LINES)) \
-	  $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 $(LONG_SUITES) ./... || status=$$?; \
+	  $(GO) test $(RACE) -p $(TEST_PACKAGES) -count=1 -shuffle=$(SHUFFLE) $(LONG_SUITES) ./... || status=$$?; \
+	if [ $$status -ne 0 ]; then echo; echo "go test failed with -shuffle=$(SHUFFLE): make test SHUFFLE=$(SHUFFLE) runs the same order"; fi; \
 	if [ -s $(TEST_BENCHMARK_LINES) ]; then \
 	  echo; echo "What the tests measured (figures, not assertions; also in $(TEST_BENCHMARK_LINES)):"; \
 	  sort -s -k1,1 $(TEST_BENCHMARK_LINES); \
 	fi; \
 	exit $$status
 	GOGC=$(TOOLS_GOGC) $(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# make test-env prints the environment make test runs go test with (the
+# tools' paths), for running one package by hand the way make test does:
+#   env $$(make -s test-env) go test -race -count=1 ./test/handoff
+.PHONY: test-env
+test-env: ## print the environment make test gives go test: env $(make -s test-env) go test ./PKG
+	@echo $(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV)
+
+# SHUFFLE is the seed of go test -shuffle: each package runs its tests in
+# an order drawn from it, so a test that passes only after another shows on
+# some run rather than on a new machine first. make test prints it before
+# the tests and again on failure; make test SHUFFLE=SEED (or go test
+# -shuffle=SEED ./PKG) replays that order. Drawn once per make run.
+ifeq ($(origin SHUFFLE),undefined)
+SHUFFLE := $(shell date +%s%N | cut -c1-13)
+endif
 
 # TEST_BENCHMARK_LINES collects the benchmark lines the tests print
 # (testutil.Benchmark): go test shows a passing package's output only with
@@ -132,6 +150,23 @@ e2e-repeat: test-tools ## the end-to-end suite N times in a row (N=20), counting
 	  fi; \
 	done; \
 	echo "e2e-repeat: $$pass of $(N) runs passed"; test $$fail -eq 0
+
+# make flake-hunt runs every test package but the long suites
+# FLAKE_COUNT times over (-race, one -shuffle seed, as make test runs them)
+# while a long suite (FLAKE_LOAD) runs again and again beside them, each of
+# its runs counted too, as make test's other packages load CI's two cores:
+# a test that passes alone and fails beside other work shows here first.
+# Run it after changing a test (test/README.md says how long it takes);
+# the logs are in .cache/flake-hunt/.
+FLAKE_COUNT ?= 10
+FLAKE_LOAD ?= ./test/handoff
+FLAKE_LONG := $(LONG_SUITES) ./test/proxy ./test/up
+MODULE := $(shell $(GO) list -m)
+
+.PHONY: flake-hunt
+flake-hunt: test-tools ## every package but the long suites FLAKE_COUNT=10 times (-race, -shuffle) beside a long suite run again and again (FLAKE_LOAD)
+	@$(TEST_TOOLS_ENV) $(E2E_TOOLS_ENV) test/flake-hunt.sh $(GO) "$(RACE)" $(FLAKE_COUNT) $(SHUFFLE) $(FLAKE_LOAD) $(CACHE)/flake-hunt \
+	  $(patsubst ./%,$(MODULE)/%,$(FLAKE_LONG))
 
 # ---- make up / make down: the local playground (test/playground) -----------
 # make up builds what it needs (the tools make test builds, the command
