@@ -32,7 +32,9 @@ rm -f "$logs"/load-*.log "$logs/stop"
 loader=$!
 
 status=0
-"$go" test $race -count="$count" -shuffle="$seed" "${fast[@]}" 2>&1 | tee "$logs/fast.log" || status=1
+# go test's 10-minute timeout is for one run of a package: ten runs of the
+# slower ones (the agent's hand-offs, sync/memcached) under load take more.
+"$go" test $race -count="$count" -timeout=90m -shuffle="$seed" "${fast[@]}" 2>&1 | tee "$logs/fast.log" || status=1
 touch "$logs/stop"
 echo "flake-hunt: the packages are done; waiting for the run of $load in progress"
 wait "$loader"
