@@ -161,7 +161,7 @@ e2e-repeat: test-tools ## the end-to-end suite N times in a row (N=20), counting
 FLAKE_COUNT ?= 10
 FLAKE_LOAD ?= ./test/handoff
 FLAKE_LONG := $(LONG_SUITES) ./test/proxy ./test/up
-MODULE := $(shell $(GO) list -m)
+MODULE = $(shell $(GO) list -m)
 
 .PHONY: flake-hunt
 flake-hunt: test-tools ## every package but the long suites FLAKE_COUNT=10 times (-race, -shuffle) beside a long suite run again and again (FLAKE_LOAD)
