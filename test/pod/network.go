@@ -66,9 +66,10 @@ const (
 
 // podRanges are the ranges Pod addresses may come from. The first that no
 // route of the machine touches (in any table; the Pods' own routes and the
-// ranges' unreachable routes aside) is used. 10.244.0.0/16 is the Pod range of kind and flannel, so the
-// addresses look like a cluster's; the others stand in on a machine that
-// routes it (a VPN, a node of such a cluster).
+// ranges' unreachable routes aside) is used. 10.244.0.0/16 is the Pod
+// range of kind and flannel, so the addresses look like a cluster's; the
+// others stand in on a machine that routes it (a VPN, a node of such a
+// cluster).
 var podRanges = []netip.Prefix{
 	netip.MustParsePrefix("10.244.0.0/16"),
 	netip.MustParsePrefix("10.245.0.0/16"),
