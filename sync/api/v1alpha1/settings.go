@@ -303,10 +303,100 @@ const (
 	LabelInstance      = "app.kubernetes.io/instance"
 	LabelManagedBy     = "app.kubernetes.io/managed-by"
 	LabelControllerUID = "controller-uid"
+	// LabelZone is the zone of a memcached or proxy Pod (spec.zones): its
+	// zone's Deployment selects by it, and the hook reads a Pod's zone
+	// from it.
+	LabelZone = "cache.example.com/zone"
 )
 
 // reservedPodLabels are the labels podLabels may not set.
-var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy, LabelControllerUID}
+var reservedPodLabels = []string{LabelName, LabelInstance, LabelManagedBy, LabelControllerUID, LabelZone}
+
+// DefaultTopologyKey is spec.zones.topologyKey left out: the well-known
+// zone label every cloud provider's Nodes carry.
+const DefaultTopologyKey = "topology.kubernetes.io/zone"
+
+// MaxZoneNameLen bounds a zone's name: it is part of the names of its
+// Deployments and of the labels of the proxy's down backends
+// (_down_ZONE_SLOT, at most 64 characters). Real zone names are shorter
+// (northamerica-northeast1-a has 25).
+const MaxZoneNameLen = 40
+
+// MaxZones bounds spec.zones.names: every proxy keeps connections to every
+// zone's Pods, and writes go to every zone.
+const MaxZones = 8
+
+// reservedZoneNames would make a zone's memcached Deployment, NAME-ZONE,
+// take the name of another child: NAME-agent, NAME-proxy, NAME-discovery,
+// NAME-slots, or a zone's proxy Deployment, NAME-proxy-ZONE (so no zone
+// starts with "proxy-" either).
+var reservedZoneNames = []string{"agent", "proxy", "discovery", "slots"}
+
+// ZonesOf returns the spec's zones, nil without spec.zones.
+func ZonesOf(s *MemcachedSpec) []string {
+	if s.Zones == nil {
+		return nil
+	}
+	return s.Zones.Names
+}
+
+// zoneNameOK tells whether a zone's name can name its Deployments: a DNS
+// label of at most MaxZoneNameLen characters, not one reservedZoneNames
+// takes.
+func zoneNameOK(z string) bool {
+	return len(z) <= MaxZoneNameLen && dns1123LabelRE.MatchString(z) &&
+		!slices.Contains(reservedZoneNames, z) && !strings.HasPrefix(z, "proxy-")
+}
+
+const dns1123Label = `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+
+var dns1123LabelRE = regexp.MustCompile(dns1123Label)
+
+// zonesRules are spec.zones': the names, and the features that cannot go
+// with zones.
+var zonesRules = []Rule{{
+	On:    "spec.zones.names",
+	CEL: fmt.Sprintf("self.all(z, z.matches('%s') && !(z in %s) && !z.startsWith('proxy-'))",
+		dns1123Label, celList(reservedZoneNames)),
+	Message: fmt.Sprintf("zones.names must be lower case letters, digits and '-', starting and ending with a letter or digit, at most %d characters, and none of %s nor starting with proxy-: a zone names its Deployments NAME-ZONE and NAME-proxy-ZONE",
+		MaxZoneNameLen, strings.Join(reservedZoneNames, ", ")),
+	Holds: func(m *Memcached) bool {
+		for _, z := range ZonesOf(&m.Spec) {
+			if !zoneNameOK(z) {
+				return false
+			}
+		}
+		return true
+	},
+}, {
+	On:      "spec",
+	Field:   ".zones",
+	CEL:     "!has(self.zones) || (!has(self.tls) && !has(self.auth))",
+	Message: "zones cannot be used with tls or auth: zones run memcached's proxy, which in the official images speaks neither TLS nor SASL to the memcached Pods",
+	Holds:   func(m *Memcached) bool { return m.Spec.Zones == nil || (m.Spec.TLS == nil && m.Spec.Auth == nil) },
+}, {
+	On:    "spec",
+	Field: ".zones",
+	CEL: "!has(self.zones) || ((!has(self.discovery) || !has(self.discovery.enabled) || !self.discovery.enabled) && " +
+		"(!has(self.stableNames) || !has(self.stableNames.enabled) || !self.stableNames.enabled))",
+	Message: "zones cannot be used with discovery or stableNames: with zones the proxy is the only way in, because only it writes to every zone; a client given the Pods' addresses would write to one zone and leave the others stale",
+	Holds: func(m *Memcached) bool {
+		s := &m.Spec
+		return s.Zones == nil || ((s.Discovery == nil || !s.Discovery.Enabled) && (s.StableNames == nil || !s.StableNames.Enabled))
+	},
+}, {
+	On:      "spec",
+	Field:   ".zones",
+	CEL:     "!has(self.zones) || !has(self.rollout) || !has(self.rollout.keepWarm) || !self.rollout.keepWarm",
+	Message: "zones cannot be used with rollout.keepWarm yet: the agent's hand-offs follow one slot table, and a zone has its own",
+	Holds:   func(m *Memcached) bool { return m.Spec.Zones == nil || m.Spec.Rollout == nil || !m.Spec.Rollout.KeepWarm },
+}, {
+	On:      "",
+	Field:   ".metadata.name",
+	CEL:     fmt.Sprintf("!has(self.spec.zones) || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(ProxySuffix)),
+	Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.zones: the Service NAME-proxy must be a DNS label of at most %d", dns1035LabelMaxLen-len(ProxySuffix), dns1035LabelMaxLen),
+	Holds:   func(m *Memcached) bool { return m.Spec.Zones == nil || len(m.Name) <= dns1035LabelMaxLen-len(ProxySuffix) },
+}}
 
 // Rule is a check the schema's own keywords cannot state, in its two forms,
 // built from the same values: CEL, which make generate writes into the CRD
@@ -748,6 +838,7 @@ var allRules = func() []Rule {
 		all = append(all, rules...)
 	}
 	all = append(all, Rules...)
+	all = append(all, zonesRules...)
 	return append(all, proxyRules...)
 }()
 

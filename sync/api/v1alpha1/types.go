@@ -150,6 +150,17 @@ type MemcachedSpec struct {
 	// +optional
 	Rollout *RolloutSpec `json:"rollout,omitempty"`
 
+	// Zones gives each zone its own full copy of the cache, and clients one
+	// address whose reads stay in their own zone: a memcached Deployment
+	// per zone, pinned to it, with its own slot table, and the proxy tier
+	// (spec.proxy, turned on by zones) pinned per zone as well, reading
+	// from its own zone first and writing to every zone, behind the one
+	// Service NAME-proxy with trafficDistribution PreferClose. spec.size is
+	// then the Pods in each zone. Off by default; turning it on or off
+	// replaces the memcached Pods (see Zones in sync/api/v1alpha1/README.md).
+	// +optional
+	Zones *ZonesSpec `json:"zones,omitempty"`
+
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
 	// version over loopback, a request every mode answers, with the
@@ -248,6 +259,28 @@ type RolloutSpec struct {
 	// its Pod template.
 	// +optional
 	ClientMoveSeconds *int32 `json:"clientMoveSeconds,omitempty"`
+}
+
+// ZonesSpec lists the zones the cache is copied into. The hook sees no
+// Nodes, so it cannot find the zones itself: list the values your Nodes
+// carry under topologyKey.
+type ZonesSpec struct {
+	// Names are the zones: values of the Nodes' topologyKey label
+	// (us-east-1a, europe-west1-b, 1). Each gets a memcached Deployment
+	// NAME-ZONE and a proxy Deployment NAME-proxy-ZONE, pinned to it by a
+	// required node affinity. A zone added starts empty and fills as
+	// clients write; a zone removed goes with its Pods.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=40
+	// +listType=set
+	Names []string `json:"names"`
+
+	// TopologyKey is the Node label whose values name the zones.
+	// +kubebuilder:default="topology.kubernetes.io/zone"
+	// +kubebuilder:validation:MaxLength=317
+	// +optional
+	TopologyKey string `json:"topologyKey,omitempty"`
 }
 
 // StableNamesSpec configures the slots' DNS names.
@@ -540,6 +573,15 @@ type MemcachedStatus struct {
 	// +optional
 	ProxyEndpoint string `json:"proxyEndpoint,omitempty"`
 
+	// Zones are each zone's Pods and slot table, in the order of
+	// spec.zones.names (spec.zones). Every zone's table has the same
+	// slots, so that a key has the same slot in every zone; status.slotTable
+	// is then empty.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Zones []ZoneStatus `json:"zones,omitempty"`
+
 	// Handoffs are the Pods leaving with items to hand on, and where the
 	// items go (spec.rollout.keepWarm), with the copy's progress as the
 	// agent reports it; and, after a scale-up, the Pods that hand on the
@@ -557,6 +599,24 @@ type MemcachedStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// ZoneStatus is one zone's copy of the cache.
+type ZoneStatus struct {
+	// Name is the zone's, as spec.zones.names has it.
+	Name string `json:"name"`
+
+	// Replicas and ReadyReplicas count the zone's memcached Pods, as the
+	// Memcached's own fields count them all.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// SlotTable is the zone's slot table: the proxies spread the keys they
+	// send to this zone over its Pods in this order.
+	// +optional
+	SlotTable SlotTable `json:"slotTable"`
 }
 
 // SlotTable is the ordered server list the hook keeps: slot number to Pod.

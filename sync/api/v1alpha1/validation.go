@@ -44,6 +44,9 @@ func (s *MemcachedSpec) Default() {
 	if a := s.Auth; a != nil && a.Mode == "" {
 		a.Mode = AuthModeSASL
 	}
+	if z := s.Zones; z != nil && z.TopologyKey == "" {
+		z.TopologyKey = DefaultTopologyKey
+	}
 }
 
 // Validate checks a Memcached whose spec has its defaults: the bounds and
@@ -89,6 +92,24 @@ func Validate(m *Memcached) field.ErrorList {
 		}
 	}
 	errs = append(errs, placementErrors(spec, &m.Spec)...)
+	if z := m.Spec.Zones; z != nil {
+		for _, msg := range validation.IsQualifiedName(z.TopologyKey) {
+			errs = append(errs, field.Invalid(spec.Child("zones", "topologyKey"), z.TopologyKey, msg))
+		}
+		if len(z.Names) == 0 {
+			errs = append(errs, field.Required(spec.Child("zones", "names"), "at least one zone"))
+		}
+		if len(z.Names) > MaxZones {
+			errs = append(errs, field.TooMany(spec.Child("zones", "names"), len(z.Names), MaxZones))
+		}
+		seen := map[string]bool{}
+		for i, n := range z.Names {
+			if seen[n] {
+				errs = append(errs, field.Duplicate(spec.Child("zones", "names").Index(i), n))
+			}
+			seen[n] = true
+		}
+	}
 	errs = append(errs, enumErrors(spec, &m.Spec)...)
 	if np := m.Spec.NetworkPolicy; np != nil {
 		errs = append(errs, peersErrors(spec.Child("networkPolicy", "memcached"), np.Memcached)...)
