@@ -355,7 +355,7 @@ var dns1123LabelRE = regexp.MustCompile(dns1123Label)
 // zonesRules are spec.zones': the names, and the features that cannot go
 // with zones.
 var zonesRules = []Rule{{
-	On:    "spec.zones.names",
+	On: "spec.zones.names",
 	CEL: fmt.Sprintf("self.all(z, z.matches('%s') && !(z in %s) && !z.startsWith('proxy-'))",
 		dns1123Label, celList(reservedZoneNames)),
 	Message: fmt.Sprintf("zones.names must be lower case letters, digits and '-', starting and ending with a letter or digit, at most %d characters, and none of %s nor starting with proxy-: a zone names its Deployments NAME-ZONE and NAME-proxy-ZONE",
@@ -389,13 +389,17 @@ var zonesRules = []Rule{{
 	Field:   ".zones",
 	CEL:     "!has(self.zones) || !has(self.rollout) || !has(self.rollout.keepWarm) || !self.rollout.keepWarm",
 	Message: "zones cannot be used with rollout.keepWarm yet: the agent's hand-offs follow one slot table, and a zone has its own",
-	Holds:   func(m *Memcached) bool { return m.Spec.Zones == nil || m.Spec.Rollout == nil || !m.Spec.Rollout.KeepWarm },
+	Holds: func(m *Memcached) bool {
+		return m.Spec.Zones == nil || m.Spec.Rollout == nil || !m.Spec.Rollout.KeepWarm
+	},
 }, {
 	On:      "",
 	Field:   ".metadata.name",
 	CEL:     fmt.Sprintf("!has(self.spec.zones) || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(ProxySuffix)),
 	Message: fmt.Sprintf("metadata.name must be at most %d characters with spec.zones: the Service NAME-proxy must be a DNS label of at most %d", dns1035LabelMaxLen-len(ProxySuffix), dns1035LabelMaxLen),
-	Holds:   func(m *Memcached) bool { return m.Spec.Zones == nil || len(m.Name) <= dns1035LabelMaxLen-len(ProxySuffix) },
+	Holds: func(m *Memcached) bool {
+		return m.Spec.Zones == nil || len(m.Name) <= dns1035LabelMaxLen-len(ProxySuffix)
+	},
 }}
 
 // Rule is a check the schema's own keywords cannot state, in its two forms,
