@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -306,4 +307,83 @@ func TestMaxSlotsIsProxyLuas(t *testing.T) {
 			t.Errorf("proxy.lua: %s gives %q, want %s", c.pattern, m, c.want)
 		}
 	}
+}
+
+// wantZoneBackends is what routelib must be given for a set of zones,
+// worked out from the zones' tables (not from RenderZonePool): a pool a
+// zone, as wantBackends has it but for the placeholders' labels,
+// _down_<zone>_<slot>; the zones in the order of their names, as
+// parse.lua prints routelib's pool set (a Lua table has no order).
+func wantZoneBackends(zones []v1alpha1.ZoneStatus) string {
+	zones = slices.Clone(zones)
+	slices.SortFunc(zones, func(a, b v1alpha1.ZoneStatus) int { return strings.Compare(a.Name, b.Name) })
+	var parts []string
+	for _, z := range zones {
+		parts = append(parts, "["+z.Name+"]")
+		want := strings.Fields(strings.TrimPrefix(wantBackends(z.SlotTable), "ok "))
+		for _, b := range want {
+			if rest, ok := strings.CutPrefix(b, "127.0.0.1|1|_down_"); ok {
+				b = "127.0.0.1|1|_down_" + z.Name + "_" + rest
+			}
+			parts = append(parts, b)
+		}
+	}
+	return "ok " + strings.Join(parts, " ")
+}
+
+// parseZoneAnswer is what ParseZonePool makes of a pool file, as
+// parse.lua prints what the zoned configuration makes of it.
+func parseZoneAnswer(content []byte) string {
+	p, err := contract.ParseZonePool(content)
+	if err != nil {
+		return "refused " + err.Error()
+	}
+	zones := slices.Clone(p.Zones)
+	slices.SortFunc(zones, func(a, b contract.ParsedZone) int { return strings.Compare(a.Name, b.Name) })
+	var parts []string
+	for _, z := range zones {
+		parts = append(parts, "["+z.Name+"]")
+		for _, b := range z.Backends {
+			parts = append(parts, fmt.Sprintf("%s|%s|%s|%t", b.Host, b.Port, b.Label, b.Down))
+		}
+	}
+	return "ok " + strings.Join(parts, " ")
+}
+
+// randomZones is nz zones of random names, each a table of up to n
+// slots (randomTable's), no address Serving in two zones.
+func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789-"
+	names := map[string]bool{}
+	served := map[netip.Addr]bool{}
+	var zones []v1alpha1.ZoneStatus
+	for len(zones) < nz {
+		b := make([]byte, 1+r.IntN(v1alpha1.MaxZoneNameLen))
+		for i := range b {
+			b[i] = chars[r.IntN(len(chars))]
+		}
+		b[0], b[len(b)-1] = chars[r.IntN(26)], chars[r.IntN(36)]
+		name := string(b)
+		if names[name] {
+			continue
+		}
+		tab := randomTable(r, r.IntN(n+1))
+		clash := false
+		for _, e := range tab.Slots {
+			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing && served[a] {
+				clash = true
+			}
+		}
+		if clash {
+			continue
+		}
+		for _, e := range tab.Slots {
+			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing {
+				served[a] = true
+			}
+		}
+		names[name] = true
+		zones = append(zones, v1alpha1.ZoneStatus{Name: name, SlotTable: tab})
+	}
+	return zones
 }

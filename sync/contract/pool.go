@@ -30,6 +30,12 @@ import (
 // request. proxy.lua refuses a bad file and keeps its last pool, but a
 // refused file is a pool that did not follow the table. So RenderPool
 // never renders a file proxy.lua would refuse, nor an empty pool.
+//
+// With zones (spec.zones) the file holds every zone's table, each under a
+// "zone NAME" line (RenderZonePool), and the proxies read it with another
+// configuration (memcached.ProxyZonesConfig, rendered from the same
+// template as proxy.lua), which ParseZonePool mirrors as ParsePool mirrors
+// proxy.lua.
 
 // PoolPlaceholder is the address of a slot with no Serving Pod: a valid
 // address nothing listens on. Its label, DownLabel, makes the proxy treat
@@ -42,6 +48,15 @@ const PoolPlaceholder = "127.0.0.1:1"
 func DownLabel(slot int) string { return downPrefix + strconv.Itoa(slot) }
 
 const downPrefix = "_down_"
+
+// ZoneDownLabel is the label of a zone's slot's placeholder: with zones
+// the file holds a table a zone, and the zone keeps its labels apart from
+// the other zones' (proxy-zones.lua requires every label once in the file).
+// v1alpha1.MaxZoneNameLen keeps it within the 64 characters a label may
+// have.
+func ZoneDownLabel(zone string, slot int) string {
+	return downPrefix + zone + "_" + strconv.Itoa(slot)
+}
 
 // MaxPoolBytes is the largest pool file proxy.lua reads (its MAX_BYTES).
 const MaxPoolBytes = 256 * 1024
@@ -57,11 +72,15 @@ const (
 	BadAddress = "bad_address"
 	// BadVersion: the version is negative.
 	BadVersion = "bad_version"
+	// BadZone: with zones, no zone, a zone's name that is not a DNS label
+	// of at most v1alpha1.MaxZoneNameLen characters, or a zone listed
+	// twice.
+	BadZone = "bad_zone"
 )
 
 // PoolError is a slot table that cannot be rendered, and why.
 type PoolError struct {
-	// Reason is BadSlots, TooManySlots, BadAddress or BadVersion.
+	// Reason is BadSlots, TooManySlots, BadAddress, BadVersion or BadZone.
 	Reason string
 	Msg    string
 }
@@ -78,6 +97,17 @@ type Pool struct {
 	Content []byte
 	Version int64
 	// Slots is how many slot lines the file has (at least one); Down, how
+	// many of them are placeholders.
+	Slots, Down int
+	// Zones are the zones' sections, in file order (RenderZonePool); nil
+	// without zones.
+	Zones []ZonePool
+}
+
+// ZonePool is one zone's section of a pool file.
+type ZonePool struct {
+	Name string
+	// Slots is how many slot lines the zone has (at least one); Down, how
 	// many of them are placeholders.
 	Slots, Down int
 }
@@ -107,41 +137,159 @@ func RenderPool(table v1alpha1.SlotTable) (*Pool, error) {
 	if table.Version < 0 {
 		return nil, refuse(BadVersion, "status.slotTable.version is %d, negative", table.Version)
 	}
-	if n := len(table.Slots); n > MaxSlots {
-		return nil, refuse(TooManySlots, "status.slotTable has %d slots, more than the proxy takes (%d)", n, MaxSlots)
-	}
-	if err := CheckOrder(table.Slots); err != nil {
-		return nil, refuse(BadSlots, "%s", err)
-	}
 	p := &Pool{Version: table.Version}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "version %d\n", table.Version)
-	seen := make(map[netip.Addr]int, len(table.Slots))
+	slots, down, err := renderSlots(&b, "", table, map[netip.Addr]servedAt{})
+	if err != nil {
+		return nil, err
+	}
+	p.Slots, p.Down = slots, down
+	fmt.Fprintf(&b, "end %d\n", p.Slots)
+	p.Content = b.Bytes()
+	return p, nil
+}
+
+// RenderZonePool returns the pool file of a Memcached with zones: each
+// zone's slot table under a zone line, in the order of zones (the
+// status's, that of spec.zones.names), as the zoned route configuration
+// (memcached.ProxyZonesConfig) reads it:
+//
+//	version 1767225600        the highest of the zones' table versions
+//	zone a                    zone a's slot lines follow
+//	10.244.1.7:11211          a Serving slot, as in RenderPool
+//	127.0.0.1:1 _down_a_1     any other slot: a placeholder, its label
+//	                          naming the zone, so that no two are alike
+//	zone b
+//	10.244.2.7:11211
+//	127.0.0.1:1 _down_b_1
+//	end 4                     the number of slot lines, every zone's
+//
+// Each zone's section is what RenderPool writes of its table, line for
+// line (a pool per zone, the proxy hashing a key over the zone's lines in
+// order), and has at least one line: a zone whose table has no slot gets
+// one placeholder, as a pool with no backend would crash the proxy.
+//
+// It refuses, with a *PoolError, what RenderPool refuses of any zone's
+// table; no zone (BadZone: the file would have no pool, never rendered);
+// a zone's name that is not a DNS label of at most v1alpha1.MaxZoneNameLen
+// characters, or a zone listed twice (BadZone); an address Serving in two
+// zones (BadAddress: a Pod is in one zone, and the proxy takes an address
+// once); a file larger than MaxPoolBytes (TooManySlots).
+func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
+	if len(zones) == 0 {
+		return nil, refuse(BadZone, "status.zones lists no zone")
+	}
+	p := &Pool{}
+	names := make(map[string]bool, len(zones))
+	for _, z := range zones {
+		if !ZoneNameOK(z.Name) {
+			return nil, refuse(BadZone, "zone %q is not a DNS label of at most %d characters", z.Name, v1alpha1.MaxZoneNameLen)
+		}
+		if names[z.Name] {
+			return nil, refuse(BadZone, "zone %s is listed twice", z.Name)
+		}
+		names[z.Name] = true
+		if z.SlotTable.Version < 0 {
+			return nil, refuse(BadVersion, "zone %s's slot table version is %d, negative", z.Name, z.SlotTable.Version)
+		}
+		p.Version = max(p.Version, z.SlotTable.Version)
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "version %d\n", p.Version)
+	seen := map[netip.Addr]servedAt{}
+	for _, z := range zones {
+		fmt.Fprintf(&b, "zone %s\n", z.Name)
+		slots, down, err := renderSlots(&b, z.Name, z.SlotTable, seen)
+		if err != nil {
+			return nil, err
+		}
+		p.Zones = append(p.Zones, ZonePool{Name: z.Name, Slots: slots, Down: down})
+		p.Slots += slots
+		p.Down += down
+	}
+	fmt.Fprintf(&b, "end %d\n", p.Slots)
+	if b.Len() > MaxPoolBytes {
+		return nil, refuse(TooManySlots, "the zones' pool file would be %d bytes, more than the proxy reads (%d)", b.Len(), MaxPoolBytes)
+	}
+	p.Content = b.Bytes()
+	return p, nil
+}
+
+// ZoneNameOK tells whether a zone's name is one the zoned pool file
+// takes: a DNS label (lower case letters, digits and '-', starting and
+// ending with a letter or digit) of at most v1alpha1.MaxZoneNameLen
+// characters, as spec.zones.names' rule has it (which also keeps a few
+// names out for the Deployments' sake; the pool file does not need to).
+func ZoneNameOK(z string) bool {
+	if z == "" || len(z) > v1alpha1.MaxZoneNameLen || z[0] == '-' || z[len(z)-1] == '-' {
+		return false
+	}
+	return strings.IndexFunc(z, func(r rune) bool { return !isDigit(r) && !('a' <= r && r <= 'z') && r != '-' }) < 0
+}
+
+// servedAt is where renderSlots met an address: a zone (empty without
+// zones) and a slot.
+type servedAt struct {
+	zone string
+	slot int
+}
+
+// renderSlots writes the slot lines of zone's table (zone is empty
+// without zones) to b, and returns how many it wrote and how many of them
+// are placeholders: one a slot, or one placeholder for a table with no
+// slot. seen holds the addresses already Serving in the file, and gets
+// this table's.
+func renderSlots(b *bytes.Buffer, zone string, table v1alpha1.SlotTable, seen map[netip.Addr]servedAt) (slots, down int, err error) {
+	what := "status.slotTable"
+	if zone != "" {
+		what = "zone " + zone + "'s slot table"
+	}
+	if n := len(table.Slots); n > MaxSlots {
+		return 0, 0, refuse(TooManySlots, "%s has %d slots, more than the proxy takes (%d)", what, n, MaxSlots)
+	}
+	if err := CheckOrder(table.Slots); err != nil {
+		if zone != "" {
+			return 0, 0, refuse(BadSlots, "zone %s: %s", zone, err)
+		}
+		return 0, 0, refuse(BadSlots, "%s", err)
+	}
 	for i, e := range table.Slots {
 		if e.State != v1alpha1.SlotServing || e.IP == "" {
-			fmt.Fprintf(&b, "%s %s\n", PoolPlaceholder, DownLabel(i))
-			p.Down++
+			fmt.Fprintf(b, "%s %s\n", PoolPlaceholder, downLabel(zone, i))
+			down++
 			continue
 		}
 		addr, err := netip.ParseAddr(e.IP)
 		if err != nil || addr.Zone() != "" {
-			return nil, refuse(BadAddress, "slot %d's ip %q is not an IP address without a zone", i, e.IP)
+			if zone != "" {
+				return 0, 0, refuse(BadAddress, "zone %s: slot %d's ip %q is not an IP address without a zone", zone, i, e.IP)
+			}
+			return 0, 0, refuse(BadAddress, "slot %d's ip %q is not an IP address without a zone", i, e.IP)
 		}
-		if j, twice := seen[addr]; twice {
-			return nil, refuse(BadAddress, "slots %d and %d are both Serving at %s", j, i, addr)
+		if at, twice := seen[addr]; twice {
+			if zone == "" {
+				return 0, 0, refuse(BadAddress, "slots %d and %d are both Serving at %s", at.slot, i, addr)
+			}
+			return 0, 0, refuse(BadAddress, "zone %s's slot %d and zone %s's slot %d are both Serving at %s", at.zone, at.slot, zone, i, addr)
 		}
-		seen[addr] = i
+		seen[addr] = servedAt{zone: zone, slot: i}
 		b.WriteString(netip.AddrPortFrom(addr, Port).String())
 		b.WriteByte('\n')
 	}
-	p.Slots = len(table.Slots)
-	if p.Slots == 0 {
-		fmt.Fprintf(&b, "%s %s\n", PoolPlaceholder, DownLabel(0))
-		p.Slots, p.Down = 1, 1
+	if len(table.Slots) == 0 {
+		fmt.Fprintf(b, "%s %s\n", PoolPlaceholder, downLabel(zone, 0))
+		return 1, 1, nil
 	}
-	fmt.Fprintf(&b, "end %d\n", p.Slots)
-	p.Content = b.Bytes()
-	return p, nil
+	return len(table.Slots), down, nil
+}
+
+// downLabel is DownLabel, or ZoneDownLabel in a zone.
+func downLabel(zone string, slot int) string {
+	if zone == "" {
+		return DownLabel(slot)
+	}
+	return ZoneDownLabel(zone, slot)
 }
 
 // Backend is a line of a pool file as the proxy takes it: routelib's
@@ -156,7 +304,18 @@ type Backend struct {
 type ParsedPool struct {
 	// Version is the version line's digits, or "-" without one.
 	Version string
-	// Backends are the slots, in order.
+	// Backends are the slots, in order: with zones, every zone's, in file
+	// order.
+	Backends []Backend
+	// Zones are the zones' pools, in file order (ParseZonePool); nil
+	// without zones.
+	Zones []ParsedZone
+}
+
+// ParsedZone is a zone's pool, as the zoned proxy routes by it.
+type ParsedZone struct {
+	Name string
+	// Backends are the zone's slots, in order.
 	Backends []Backend
 }
 
@@ -170,7 +329,21 @@ type ParsedPool struct {
 // fields; a label, or the address of a backend that is not down, listed
 // twice; no end line, or one that does not count the slot lines; no slot.
 // Blank lines and lines starting with # are skipped; white space is Lua's.
-func ParsePool(data []byte) (*ParsedPool, error) {
+func ParsePool(data []byte) (*ParsedPool, error) { return parsePool(data, false) }
+
+// ParseZonePool reads a pool file with zones (RenderZonePool's) by the
+// zoned route configuration's rules (memcached.ProxyZonesConfig): those of
+// ParsePool, where a "zone NAME" line starts a zone's slot lines, and
+// more: a zone's name that is not a DNS label of at most
+// v1alpha1.MaxZoneNameLen characters, or a zone listed twice; a slot line
+// before any zone line; more than MaxSlots slot lines in a zone (no bound
+// on the file's, but MaxPoolBytes); a version line after a zone line; a
+// zone with no slot line. Labels and the addresses of backends that are
+// not down are unique in the whole file; the end line counts every zone's
+// slot lines.
+func ParseZonePool(data []byte) (*ParsedPool, error) { return parsePool(data, true) }
+
+func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
 	switch {
 	case len(data) == 0:
 		return nil, fmt.Errorf("is empty")
@@ -180,8 +353,9 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 		return nil, fmt.Errorf("last line has no newline (truncated?)")
 	}
 	p := &ParsedPool{Version: "-"}
-	labels, addrs := map[string]bool{}, map[string]bool{}
+	labels, addrs, zones := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	hasVersion, ended, end := false, false, ""
+	zone := -1 // the zone whose lines these are, in p.Zones
 	lines := strings.Split(string(data[:len(data)-1]), "\n")
 	for i, raw := range lines {
 		n := i + 1
@@ -192,14 +366,31 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 		case ended:
 			return nil, fmt.Errorf("line %d: text after the end line", n)
 		case len(fields) == 2 && fields[0] == "version" && isDigits(fields[1]):
-			if hasVersion || len(p.Backends) > 0 {
+			if hasVersion || len(p.Backends) > 0 || len(p.Zones) > 0 {
 				return nil, fmt.Errorf("line %d: version must come first, once", n)
 			}
 			hasVersion, p.Version = true, fields[1]
 		case len(fields) == 2 && fields[0] == "end" && isDigits(fields[1]):
 			ended, end = true, fields[1]
+		case zoned && len(fields) == 2 && fields[0] == "zone":
+			z := fields[1]
+			if !ZoneNameOK(z) {
+				return nil, fmt.Errorf("line %d: bad zone name %s", n, z)
+			}
+			if zones[z] {
+				return nil, fmt.Errorf("line %d: zone %s listed twice", n, z)
+			}
+			zones[z] = true
+			p.Zones = append(p.Zones, ParsedZone{Name: z})
+			zone = len(p.Zones) - 1
 		default:
-			if len(p.Backends) >= MaxSlots {
+			if zoned && zone < 0 {
+				return nil, fmt.Errorf("line %d: a slot line before any zone line", n)
+			}
+			if zoned && len(p.Zones[zone].Backends) >= MaxSlots {
+				return nil, fmt.Errorf("zone %s has more than %d slots", p.Zones[zone].Name, MaxSlots)
+			}
+			if !zoned && len(p.Backends) >= MaxSlots {
 				return nil, fmt.Errorf("more than %d slots", MaxSlots)
 			}
 			b, err := parseBackend(fields)
@@ -215,6 +406,9 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 			}
 			labels[b.Label], addrs[a] = true, true
 			p.Backends = append(p.Backends, b)
+			if zoned {
+				p.Zones[zone].Backends = append(p.Zones[zone].Backends, b)
+			}
 		}
 	}
 	if !ended {
@@ -230,6 +424,11 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 	}
 	if len(p.Backends) == 0 {
 		return nil, fmt.Errorf("no backend")
+	}
+	for _, z := range p.Zones {
+		if len(z.Backends) == 0 {
+			return nil, fmt.Errorf("zone %s has no backend", z.Name)
+		}
 	}
 	return p, nil
 }

@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -164,6 +165,176 @@ func TestParsePoolTakesWhatRenderPoolWrites(t *testing.T) {
 		}
 		if got, want := parseAnswer(p.Content), wantBackends(tab); got != want {
 			t.Errorf("table %d: ParsePool made of the pool\n%s\nwant\n%s", i, got, want)
+		}
+	}
+}
+
+// zone is a zone's status of a table, for the zoned pool's tests.
+func zone(name string, tab v1alpha1.SlotTable) v1alpha1.ZoneStatus {
+	return v1alpha1.ZoneStatus{Name: name, SlotTable: tab}
+}
+
+// TestRenderZonePool checks the bytes of every kind of zoned pool the
+// writer renders, and what it says of them.
+func TestRenderZonePool(t *testing.T) {
+	tests := []struct {
+		name      string
+		zones     []v1alpha1.ZoneStatus
+		want      string
+		wantZones []contract.ZonePool
+	}{
+		{
+			name: "two zones, a slot down in each",
+			zones: []v1alpha1.ZoneStatus{
+				zone("a", table(4, "S:10.244.1.7", "N:10.244.1.8")),
+				zone("b", table(3, "S:10.244.2.7", "E")),
+			},
+			want:      "version 4\nzone a\n10.244.1.7:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.244.2.7:11211\n127.0.0.1:1 _down_b_1\nend 4\n",
+			wantZones: []contract.ZonePool{{Name: "a", Slots: 2, Down: 1}, {Name: "b", Slots: 2, Down: 1}},
+		},
+		{
+			name:      "one zone",
+			zones:     []v1alpha1.ZoneStatus{zone("us-east-1a", table(1, "S:10.0.0.1"))},
+			want:      "version 1\nzone us-east-1a\n10.0.0.1:11211\nend 1\n",
+			wantZones: []contract.ZonePool{{Name: "us-east-1a", Slots: 1}},
+		},
+		{
+			name: "the zones' order is the status's",
+			zones: []v1alpha1.ZoneStatus{
+				zone("c", table(1, "S:10.0.3.1")),
+				zone("a", table(1, "S:10.0.1.1")),
+			},
+			want:      "version 1\nzone c\n10.0.3.1:11211\nzone a\n10.0.1.1:11211\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "c", Slots: 1}, {Name: "a", Slots: 1}},
+		},
+		{
+			name: "a zone with no slot is one placeholder",
+			zones: []v1alpha1.ZoneStatus{
+				zone("a", table(5, "S:10.0.1.1")),
+				zone("b", v1alpha1.SlotTable{}),
+			},
+			want:      "version 5\nzone a\n10.0.1.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "a", Slots: 1}, {Name: "b", Slots: 1, Down: 1}},
+		},
+		{
+			name: "zones of different sizes, during a scale change",
+			zones: []v1alpha1.ZoneStatus{
+				zone("a", table(6, "S:10.0.1.1", "S:10.0.1.2", "S:fd00::3")),
+				zone("b", table(7, "S:10.0.2.1")),
+			},
+			want:      "version 7\nzone a\n10.0.1.1:11211\n10.0.1.2:11211\n[fd00::3]:11211\nzone b\n10.0.2.1:11211\nend 4\n",
+			wantZones: []contract.ZonePool{{Name: "a", Slots: 3}, {Name: "b", Slots: 1}},
+		},
+		{
+			name: "the same address Serving in one zone, NotReady in another",
+			zones: []v1alpha1.ZoneStatus{
+				zone("a", table(1, "S:10.0.0.1")),
+				zone("b", table(1, "N:10.0.0.1")),
+			},
+			want:      "version 1\nzone a\n10.0.0.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "a", Slots: 1}, {Name: "b", Slots: 1, Down: 1}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := contract.RenderZonePool(tt.zones)
+			if err != nil {
+				t.Fatalf("RenderZonePool() = %v", err)
+			}
+			if got := string(p.Content); got != tt.want {
+				t.Errorf("RenderZonePool() =\n%s\nwant\n%s", got, tt.want)
+			}
+			if got, want := fmt.Sprint(p.Zones), fmt.Sprint(tt.wantZones); got != want {
+				t.Errorf("RenderZonePool() says zones %s, want %s", got, want)
+			}
+			slots, down := 0, 0
+			for _, z := range tt.wantZones {
+				slots, down = slots+z.Slots, down+z.Down
+			}
+			if p.Slots != slots || p.Down != down {
+				t.Errorf("RenderZonePool() says %d slots, %d down; want %d, %d", p.Slots, p.Down, slots, down)
+			}
+		})
+	}
+}
+
+// TestRenderZonePoolRefuses checks every set of zones RenderZonePool
+// refuses, and the reason.
+func TestRenderZonePoolRefuses(t *testing.T) {
+	ok := table(5, "S:10.0.0.1")
+	outOfOrder := table(5, "S:10.0.1.1", "S:10.0.1.2")
+	outOfOrder.Slots[0].Slot, outOfOrder.Slots[1].Slot = 1, 0
+	// IPv6 slots of 48 bytes a line: 6 zones of 1,000 are 288,000 bytes.
+	big := func(z int) v1alpha1.SlotTable {
+		s := make([]string, contract.MaxSlots)
+		for i := range s {
+			s[i] = fmt.Sprintf("S:fd00:ffff:ffff:ffff:ffff:ffff:%04x:%04x", z+1, i+1)
+		}
+		return table(1, s...)
+	}
+	var huge []v1alpha1.ZoneStatus
+	for z := range 6 {
+		huge = append(huge, zone(fmt.Sprintf("z%d", z), big(z)))
+	}
+	tests := []struct {
+		name       string
+		zones      []v1alpha1.ZoneStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "no zone", zones: nil, wantReason: contract.BadZone, wantMsg: "no zone"},
+		{name: "a zone with no name", zones: []v1alpha1.ZoneStatus{zone("", ok)}, wantReason: contract.BadZone, wantMsg: `""`},
+		{name: "a zone in upper case", zones: []v1alpha1.ZoneStatus{zone("A", ok)}, wantReason: contract.BadZone, wantMsg: `"A"`},
+		{name: "a zone with an underscore", zones: []v1alpha1.ZoneStatus{zone("a_b", ok)}, wantReason: contract.BadZone, wantMsg: `"a_b"`},
+		{name: "a zone ending in -", zones: []v1alpha1.ZoneStatus{zone("a-", ok)}, wantReason: contract.BadZone, wantMsg: `"a-"`},
+		{name: "a zone name of 41", zones: []v1alpha1.ZoneStatus{zone(strings.Repeat("a", 41), ok)}, wantReason: contract.BadZone, wantMsg: "at most 40"},
+		{name: "a zone listed twice", zones: []v1alpha1.ZoneStatus{zone("a", ok), zone("a", table(5, "S:10.0.0.2"))}, wantReason: contract.BadZone, wantMsg: "zone a is listed twice"},
+		{name: "an address Serving in two zones", zones: []v1alpha1.ZoneStatus{zone("a", ok), zone("b", ok)}, wantReason: contract.BadAddress, wantMsg: "zone a's slot 0 and zone b's slot 0"},
+		{name: "a zone's slots out of order", zones: []v1alpha1.ZoneStatus{zone("a", ok), zone("b", outOfOrder)}, wantReason: contract.BadSlots, wantMsg: "zone b: status.slotTable.slots[0] is slot 1"},
+		{name: "a zone's bad address", zones: []v1alpha1.ZoneStatus{zone("a", table(5, "S:cache-0"))}, wantReason: contract.BadAddress, wantMsg: `zone a: slot 0's ip "cache-0"`},
+		{name: "a zone's negative version", zones: []v1alpha1.ZoneStatus{zone("a", ok), zone("b", table(-1, "S:10.0.0.2"))}, wantReason: contract.BadVersion, wantMsg: "zone b"},
+		{name: "a zone of more slots than the proxy takes", zones: []v1alpha1.ZoneStatus{zone("a", table(5, make([]string, contract.MaxSlots+1)...))}, wantReason: contract.TooManySlots, wantMsg: "zone a's slot table has 1001 slots"},
+		{name: "a file larger than the proxy reads", zones: huge, wantReason: contract.TooManySlots, wantMsg: "bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := contract.RenderZonePool(tt.zones)
+			var e *contract.PoolError
+			if !errors.As(err, &e) {
+				t.Fatalf("RenderZonePool() = %v, %v; want a *PoolError", p, err)
+			}
+			if e.Reason != tt.wantReason || !strings.Contains(e.Msg, tt.wantMsg) {
+				t.Errorf("RenderZonePool() refused with %s: %q; want %s naming %q", e.Reason, e.Msg, tt.wantReason, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// TestParseZonePoolTakesWhatRenderZonePoolWrites checks, without Lua, that
+// ParseZonePool reads every kind of pool RenderZonePool writes as the
+// zones' tables say, and that ParsePool, proxy.lua's reader, refuses it
+// (a proxy without zones keeps its pool rather than take one zone's slots
+// for the cache's).
+func TestParseZonePoolTakesWhatRenderZonePoolWrites(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 1))
+	sets := [][]v1alpha1.ZoneStatus{
+		{zone("a", v1alpha1.SlotTable{})},
+		{zone("a", table(1, "S:10.0.0.1", "N:10.0.0.2", "E")), zone("b", table(2, "S:fd00::5", "S:"))},
+		{zone("a", table(2, make([]string, contract.MaxSlots)...)), zone("b", table(2, make([]string, contract.MaxSlots)...))},
+	}
+	for range 100 {
+		sets = append(sets, randomZones(r, 1+r.IntN(8), r.IntN(40)))
+	}
+	for i, zones := range sets {
+		p, err := contract.RenderZonePool(zones)
+		if err != nil {
+			t.Fatalf("set %d: RenderZonePool() = %v", i, err)
+		}
+		if got, want := parseZoneAnswer(p.Content), wantZoneBackends(zones); got != want {
+			t.Errorf("set %d: ParseZonePool made of the pool\n%s\nwant\n%s", i, got, want)
+		}
+		if _, err := contract.ParsePool(p.Content); err == nil {
+			t.Errorf("set %d: ParsePool took a pool with zones", i)
 		}
 	}
 }
