@@ -291,20 +291,26 @@ func TestParsePoolReadsAsProxyLua(t *testing.T) {
 }
 
 // TestMaxSlotsIsProxyLuas holds proxy.lua's MAX_SLOTS and MAX_BYTES to
-// contract.MaxSlots and MaxPoolBytes, also where no Lua runs. (They are
+// contract.MaxSlots and MaxPoolBytes, and the zoned configuration's to
+// MaxSlots, MaxZonePoolBytes and v1alpha1.MaxZoneNameLen, also where no
+// Lua runs. (They are
 // literals in proxy.lua: rendering them into it would change its bytes,
 // and so every proxy's ConfigMap.)
 func TestMaxSlotsIsProxyLuas(t *testing.T) {
 	for _, c := range []struct {
-		pattern string
-		want    string
+		config, name string
+		pattern      string
+		want         string
 	}{
-		{`local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
-		{`local MAX_BYTES <const> = 256 \* (\S+)`, strconv.Itoa(contract.MaxPoolBytes / 256)},
+		{memcached.ProxyConfig, "proxy.lua", `local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
+		{memcached.ProxyConfig, "proxy.lua", `local MAX_BYTES <const> = 256 \* (\S+)`, strconv.Itoa(contract.MaxPoolBytes / 256)},
+		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
+		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `local MAX_BYTES <const> = 1024 \* (\S+)`, strconv.Itoa(contract.MaxZonePoolBytes / 1024)},
+		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `#z <= (\d+) and`, strconv.Itoa(v1alpha1.MaxZoneNameLen)},
 	} {
-		m := regexp.MustCompile(c.pattern).FindStringSubmatch(memcached.ProxyConfig)
+		m := regexp.MustCompile(c.pattern).FindStringSubmatch(c.config)
 		if m == nil || m[1] != c.want {
-			t.Errorf("proxy.lua: %s gives %q, want %s", c.pattern, m, c.want)
+			t.Errorf("%s: %s gives %q, want %s", c.name, c.pattern, m, c.want)
 		}
 	}
 }
@@ -386,4 +392,277 @@ func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
 		zones = append(zones, v1alpha1.ZoneStatus{Name: name, SlotTable: tab})
 	}
 	return zones
+}
+
+// zoneAnswer is what the zoned configuration made of one pool file
+// (testdata/parse_zones.lua): the pool set routelib was given ("ok
+// [zone] backends ..."), "refused ..." or "raised ..."; the routes it
+// would route with; what it logged.
+type zoneAnswer struct {
+	pool, routes, said string
+}
+
+// runProxyZonesLua runs the zoned route configuration, the bytes the hook
+// ships (memcached.ProxyZonesConfig), on each pool file as routelib would
+// load it, with env added to the environment.
+func runProxyZonesLua(t *testing.T, env []string, files []string) []zoneAnswer {
+	t.Helper()
+	lua := testutil.Program(t, EnvLua, "memcached Lua interpreter (make memcached-lua builds it alone)")
+	config := filepath.Join(t.TempDir(), "config.lua")
+	if err := os.WriteFile(config, []byte(memcached.ProxyZonesConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(lua, append([]string{filepath.Join("testdata", "parse_zones.lua"), config}, files...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("lua: %v\n%s", err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) != 3*len(files) {
+		t.Fatalf("lua answered %d lines for %d files, want 3 a file:\n%s\n%s", len(lines), len(files), stdout.String(), stderr.String())
+	}
+	out := make([]zoneAnswer, len(files))
+	for i := range out {
+		out[i] = zoneAnswer{pool: lines[3*i], routes: lines[3*i+1], said: lines[3*i+2]}
+	}
+	return out
+}
+
+// writeFiles writes each content to a file of its own in a temporary
+// directory, and returns their paths.
+func writeFiles(t *testing.T, contents [][]byte) []string {
+	t.Helper()
+	dir := t.TempDir()
+	files := make([]string, len(contents))
+	for i, c := range contents {
+		files[i] = filepath.Join(dir, fmt.Sprintf("pool-%d", i))
+		if err := os.WriteFile(files[i], c, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+// TestProxyZonesLuaTakesEveryPool renders every kind of zoned pool, named
+// ones and random ones up to eight zones, and runs each through the zoned
+// configuration under memcached's own Lua: each is taken, never refused
+// and never raising, gives routelib a pool a zone with exactly the
+// backends its table says, in slot order, and ParseZonePool reads it
+// alike. Broken pools are refused by both, so that the harness is seen to
+// tell; and proxy.lua, the configuration without zones, refuses a zoned
+// pool (a proxy whose ConfigMap lags its agent keeps its pool).
+func TestProxyZonesLuaTakesEveryPool(t *testing.T) {
+	r := rand.New(rand.NewPCG(34, 2))
+	z := zone
+	named := []struct {
+		name  string
+		zones []v1alpha1.ZoneStatus
+	}{
+		{"three zones of two", []v1alpha1.ZoneStatus{
+			z("a", table(1767225600, "S:10.244.1.7", "S:10.244.1.8")),
+			z("b", table(1767225601, "S:10.244.2.7", "S:10.244.2.8")),
+			z("c", table(1767225602, "S:10.244.3.7", "S:10.244.3.8")),
+		}},
+		{"every state", []v1alpha1.ZoneStatus{
+			z("a", table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5")),
+			z("b", table(7, "E", "S:10.0.1.2", "S:")),
+		}},
+		{"IPv6", []v1alpha1.ZoneStatus{z("a", table(8, "S:fd00::7", "S:::ffff:10.0.0.3")), z("b", table(8, "S:fd00:0:0:0:0:0:0:8"))}},
+		{"a zone with no slot", []v1alpha1.ZoneStatus{z("a", table(9, "S:10.0.0.1")), z("b", v1alpha1.SlotTable{})}},
+		{"every zone with no slot", []v1alpha1.ZoneStatus{z("a", v1alpha1.SlotTable{}), z("b", v1alpha1.SlotTable{})}},
+		{"one zone", []v1alpha1.ZoneStatus{z("europe-west1-b", table(10, "S:10.0.0.1"))}},
+		{"the longest zone name", []v1alpha1.ZoneStatus{z(strings.Repeat("z", v1alpha1.MaxZoneNameLen), table(11, make([]string, 3)...))}},
+		{"the largest file: eight zones of the longest names, of 1,000 placeholders", nil},
+		{"zones named as the pools", []v1alpha1.ZoneStatus{z("nocas", table(12, "S:10.0.0.1")), z("nopool", table(12, "E")), z("main", table(12, "E"))}},
+	}
+	for i := range v1alpha1.MaxZones {
+		name := fmt.Sprintf("%d%s", i, strings.Repeat("z", v1alpha1.MaxZoneNameLen-1))
+		named[7].zones = append(named[7].zones, z(name, table(13, make([]string, contract.MaxSlots)...)))
+	}
+	for i := range 100 {
+		named = append(named, struct {
+			name  string
+			zones []v1alpha1.ZoneStatus
+		}{fmt.Sprintf("random %d", i), randomZones(r, 1+r.IntN(v1alpha1.MaxZones), r.IntN(30))})
+	}
+	var contents [][]byte
+	for _, n := range named {
+		p, err := contract.RenderZonePool(n.zones)
+		if err != nil {
+			t.Fatalf("%s: RenderZonePool() = %v", n.name, err)
+		}
+		contents = append(contents, p.Content)
+	}
+	good, _ := contract.RenderZonePool([]v1alpha1.ZoneStatus{z("a", table(5, "S:10.0.0.1")), z("b", table(5, "S:10.0.0.2"))})
+	plain, _ := contract.RenderPool(table(5, "S:10.0.0.1", "S:10.0.0.2"))
+	broken := []struct {
+		name    string
+		content []byte
+	}{
+		{"truncated", good.Content[:len(good.Content)-len("end 2\n")]},
+		{"cut after a zone line", good.Content[:len("version 5\nzone a\n")]},
+		{"a pool without zones", plain.Content},
+		{"a name, not an IP", []byte("version 5\nzone a\ncache-0.example:11211\nend 1\n")},
+	}
+	for _, b := range broken {
+		contents = append(contents, b.content)
+	}
+	files := writeFiles(t, contents)
+
+	got := runProxyZonesLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, files)
+	for i, n := range named {
+		if want := wantZoneBackends(n.zones); got[i].pool != want {
+			t.Errorf("%s: the zoned configuration made of the pool\n%s\nwant\n%s", n.name, got[i].pool, want)
+		}
+		if g := parseZoneAnswer(contents[i]); g != got[i].pool {
+			t.Errorf("%s: ParseZonePool made of the pool\n%s\nthe zoned configuration\n%s", n.name, g, got[i].pool)
+		}
+	}
+	for i, b := range broken {
+		if g := got[len(named)+i]; !strings.HasPrefix(g.pool, "refused ") {
+			t.Errorf("%s: the zoned configuration did not refuse the pool: %s", b.name, g.pool)
+		}
+		if _, err := contract.ParseZonePool(b.content); err == nil {
+			t.Errorf("%s: ParseZonePool took the pool", b.name)
+		}
+	}
+	if g := runProxyLua(t, files[:1]); !strings.HasPrefix(g[0], "refused ") {
+		t.Errorf("proxy.lua took a pool with zones: %s", g[0])
+	}
+	t.Logf("the zoned configuration took %d pools the writer rendered", len(named))
+}
+
+// TestParseZonePoolReadsAsProxyZonesLua runs files that break each of the
+// zoned configuration's rules of its own, and files at their edges,
+// through it under memcached's own Lua and through ParseZonePool: both
+// take the same files, give routelib the same pools, and refuse the same
+// files, for the reason the configuration logs. (The rules it shares with
+// proxy.lua, the slot lines', are TestParsePoolReadsAsProxyLua's.)
+func TestParseZonePoolReadsAsProxyZonesLua(t *testing.T) {
+	zoneOf := func(name string, n int) string {
+		var b strings.Builder
+		b.WriteString("zone " + name + "\n")
+		for i := range n {
+			b.WriteString(contract.PoolPlaceholder + " " + contract.ZoneDownLabel(name, i) + "\n")
+		}
+		return b.String()
+	}
+	padded := func(size int) string {
+		pool := "version 1\nzone a\n10.0.0.1:11211\nend 1\n"
+		return "#" + strings.Repeat("x", size-len(pool)-2) + "\n" + pool
+	}
+	tests := []struct {
+		name    string
+		content string
+		wantOK  bool
+	}{
+		{name: "comments, blank lines and white space", content: "# pool\n\nversion 3\n \tzone\t a \r\n10.0.0.1:11211\n\n# b\nzone b\n[fd00::1]:11211 one\nend 2\n", wantOK: true},
+		{name: "no version line", content: "zone a\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "a zone of digits", content: "zone 1\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "a zone with dashes", content: "zone us-east-1a\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "a zone name of 40", content: "zone " + strings.Repeat("a", 40) + "\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "a placeholder's address in two zones", content: "zone a\n127.0.0.1:1 _down_a_0\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n", wantOK: true},
+		{name: "MaxSlots in each of two zones", content: zoneOf("a", contract.MaxSlots) + zoneOf("b", contract.MaxSlots) + fmt.Sprintf("end %d\n", 2*contract.MaxSlots), wantOK: true},
+		{name: "a zone named zone", content: "zone zone\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "no zone", content: "version 1\n10.0.0.1:11211\nend 1\n"},
+		{name: "no zone, no slot", content: "version 1\nend 0\n"},
+		{name: "a slot before the first zone", content: "10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"},
+		{name: "a zone with no slot", content: "zone a\n10.0.0.1:11211\nzone b\nend 1\n"},
+		{name: "a zone with no slot, first", content: "zone a\nzone b\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone listed twice", content: "zone a\n10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"},
+		{name: "a zone in upper case", content: "zone A\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone starting with a dash", content: "zone -a\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone ending with a dash", content: "zone a-\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone with a dot", content: "zone a.b\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone name of 41", content: "zone " + strings.Repeat("a", 41) + "\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone line of three fields", content: "zone a b\n10.0.0.1:11211\nend 1\n"},
+		{name: "a zone line with no name", content: "zone\n10.0.0.1:11211\nend 1\n"},
+		{name: "version after a zone line", content: "zone a\nversion 1\n10.0.0.1:11211\nend 1\n"},
+		{name: "an address in two zones", content: "zone a\n10.0.0.1:11211\nzone b\n10.0.0.1:11211\nend 2\n"},
+		{name: "a label in two zones", content: "zone a\n127.0.0.1:1 _down_0\nzone b\n127.0.0.1:1 _down_0\nend 2\n"},
+		{name: "the end count one zone's", content: "zone a\n10.0.0.1:11211\nzone b\n10.0.0.2:11211\nend 1\n"},
+		{name: "more than MaxSlots in a zone", content: zoneOf("a", contract.MaxSlots+1) + fmt.Sprintf("end %d\n", contract.MaxSlots+1)},
+		{name: "a zone after the end line", content: "zone a\n10.0.0.1:11211\nend 1\nzone b\n"},
+		{name: "MaxZonePoolBytes", content: padded(contract.MaxZonePoolBytes), wantOK: true},
+		{name: "larger than MaxZonePoolBytes", content: padded(contract.MaxZonePoolBytes + 1)},
+	}
+	contents := make([][]byte, len(tests))
+	for i, tt := range tests {
+		contents[i] = []byte(tt.content)
+	}
+	got := runProxyZonesLua(t, nil, writeFiles(t, contents))
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, lua := parseZoneAnswer([]byte(tt.content)), got[i].pool
+			switch {
+			case strings.HasPrefix(lua, "ok ") != tt.wantOK:
+				t.Errorf("the zoned configuration made of the pool %s, want it taken = %t", lua, tt.wantOK)
+			case tt.wantOK && g != lua:
+				t.Errorf("ParseZonePool made of the pool\n%s\nthe zoned configuration\n%s", g, lua)
+			case !tt.wantOK && !strings.HasPrefix(g, "refused "):
+				t.Errorf("ParseZonePool took the pool: %s; the zoned configuration %s", g, lua)
+			case !tt.wantOK && !strings.Contains(lua, strings.TrimPrefix(g, "refused ")):
+				t.Errorf("ParseZonePool refused the pool with %q; the zoned configuration with %q", g, lua)
+			}
+		})
+	}
+}
+
+// TestProxyZonesLuaRoutes records the routes the zoned configuration
+// gives routelib: reads fail over from the local zone (local_zone on the
+// route itself, miss unset), or in no set order without a local zone the
+// pool has, which it says once; gat and gats go to every zone and answer a
+// hit of any; cas goes to a pool that is down; everything else to every
+// zone, answering the first that is not an error.
+func TestProxyZonesLuaRoutes(t *testing.T) {
+	const (
+		reads  = "get=failover(set_main%[1]s) gets=failover(set_main%[1]s) mg=failover(set_main%[1]s)"
+		routes = "routes cas=direct(nocas) gat=allfastest(set_main,miss=true) gats=allfastest(set_main,miss=true) " +
+			reads + " default=allfastest(set_main) pool nocas=127.0.0.1|1|_down_nocas|true"
+		warning = "reads fail over in no set order"
+	)
+	pool, _ := contract.RenderZonePool([]v1alpha1.ZoneStatus{zone("a", table(1, "S:10.0.0.1")), zone("b", table(1, "S:10.0.0.2"))})
+	tests := []struct {
+		name       string
+		env        []string
+		content    []byte
+		wantRoutes string
+		wantSaid   string // in what the first load logged, and not the second
+	}{
+		{name: "the local zone a", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ",local_zone=a")},
+		{name: "the local zone b", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=b"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ",local_zone=b")},
+		{name: "no local zone", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE="}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE is not set (zones a, b): " + warning},
+		{name: "a local zone the pool does not have", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=c"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE=c is no zone of the pool (zones a, b): " + warning},
+		{name: "no pool yet", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: []byte("broken\n"), wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "no pool yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := writeFiles(t, [][]byte{tt.content})
+			got := runProxyZonesLua(t, append(tt.env, "PARSE_KEEP_STATE=1"), []string{files[0], files[0]})
+			for i, g := range got {
+				if g.routes != tt.wantRoutes {
+					t.Errorf("load %d: the zoned configuration routes\n%s\nwant\n%s", i+1, g.routes, tt.wantRoutes)
+				}
+			}
+			if tt.wantSaid == "" {
+				if strings.Contains(got[0].said, warning) {
+					t.Errorf("the zoned configuration said %q", got[0].said)
+				}
+				return
+			}
+			if !strings.Contains(got[0].said, tt.wantSaid) {
+				t.Errorf("the first load said %q, want %q in it", got[0].said, tt.wantSaid)
+			}
+			if strings.Contains(got[1].said, tt.wantSaid) {
+				t.Errorf("the reload said %q again", got[1].said)
+			}
+		})
+	}
 }

@@ -61,6 +61,11 @@ func ZoneDownLabel(zone string, slot int) string {
 // MaxPoolBytes is the largest pool file proxy.lua reads (its MAX_BYTES).
 const MaxPoolBytes = 256 * 1024
 
+// MaxZonePoolBytes is the largest pool file the zoned configuration reads
+// (its MAX_BYTES): v1alpha1.MaxZones zones of MaxSlots placeholders with
+// names of v1alpha1.MaxZoneNameLen take half of it.
+const MaxZonePoolBytes = 1024 * 1024
+
 // Reasons RenderPool refuses a slot table, as metrics label them.
 const (
 	// BadSlots: the table's entries are not slots 0..n-1 in order.
@@ -172,13 +177,17 @@ func RenderPool(table v1alpha1.SlotTable) (*Pool, error) {
 //
 // It refuses, with a *PoolError, what RenderPool refuses of any zone's
 // table; no zone (BadZone: the file would have no pool, never rendered);
-// a zone's name that is not a DNS label of at most v1alpha1.MaxZoneNameLen
-// characters, or a zone listed twice (BadZone); an address Serving in two
-// zones (BadAddress: a Pod is in one zone, and the proxy takes an address
-// once); a file larger than MaxPoolBytes (TooManySlots).
+// more than v1alpha1.MaxZones zones, a zone's name that is not a DNS label
+// of at most v1alpha1.MaxZoneNameLen characters, or a zone listed twice
+// (BadZone); an address Serving in two zones (BadAddress: a Pod is in one
+// zone, and the proxy takes an address once). Those bounds keep the file
+// within MaxZonePoolBytes.
 func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	if len(zones) == 0 {
 		return nil, refuse(BadZone, "status.zones lists no zone")
+	}
+	if len(zones) > v1alpha1.MaxZones {
+		return nil, refuse(BadZone, "status.zones lists %d zones, more than %d", len(zones), v1alpha1.MaxZones)
 	}
 	p := &Pool{}
 	names := make(map[string]bool, len(zones))
@@ -209,9 +218,6 @@ func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 		p.Down += down
 	}
 	fmt.Fprintf(&b, "end %d\n", p.Slots)
-	if b.Len() > MaxPoolBytes {
-		return nil, refuse(TooManySlots, "the zones' pool file would be %d bytes, more than the proxy reads (%d)", b.Len(), MaxPoolBytes)
-	}
 	p.Content = b.Bytes()
 	return p, nil
 }
@@ -337,18 +343,23 @@ func ParsePool(data []byte) (*ParsedPool, error) { return parsePool(data, false)
 // more: a zone's name that is not a DNS label of at most
 // v1alpha1.MaxZoneNameLen characters, or a zone listed twice; a slot line
 // before any zone line; more than MaxSlots slot lines in a zone (no bound
-// on the file's, but MaxPoolBytes); a version line after a zone line; a
+// on the file's, but its size, MaxZonePoolBytes rather than
+// MaxPoolBytes); a version line after a zone line; a
 // zone with no slot line. Labels and the addresses of backends that are
 // not down are unique in the whole file; the end line counts every zone's
 // slot lines.
 func ParseZonePool(data []byte) (*ParsedPool, error) { return parsePool(data, true) }
 
 func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
+	maxBytes := MaxPoolBytes
+	if zoned {
+		maxBytes = MaxZonePoolBytes
+	}
 	switch {
 	case len(data) == 0:
 		return nil, fmt.Errorf("is empty")
-	case len(data) > MaxPoolBytes:
-		return nil, fmt.Errorf("is larger than %d bytes", MaxPoolBytes)
+	case len(data) > maxBytes:
+		return nil, fmt.Errorf("is larger than %d bytes", maxBytes)
 	case data[len(data)-1] != '\n':
 		return nil, fmt.Errorf("last line has no newline (truncated?)")
 	}
