@@ -1,0 +1,4 @@
+package memcached
+
+// ProxyZonesConfig: TEMPORARY until the zone route configuration lands.
+var ProxyZonesConfig = ProxyConfig
