@@ -287,8 +287,8 @@ type fixture struct {
 	// zoneDeployments are more observed memcached Deployments, by zone:
 	// NAME-ZONE.
 	zoneDeployments map[string]*deploy
-	pods            []pod              // the related Pods
-	kinds           []string           // the managed child kinds; nil means Deployment, Service and PDB
+	pods            []pod    // the related Pods
+	kinds           []string // the managed child kinds; nil means Deployment, Service and PDB
 	finalizing      bool
 }
 

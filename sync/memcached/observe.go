@@ -23,11 +23,11 @@ type observed struct {
 	// observed Deployment by name (a zone's is NAME-ZONE).
 	deployment  *deploymentState
 	deployments map[string]*deploymentState
-	pods       []metacontroller.Pod                // the parent's live Pods, sorted by name
-	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
-	managed    map[string]bool                     // the child kinds the CompositeController manages
-	names      map[string]bool                     // the observed children, as kind key + "/" + name
-	reports    map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
+	pods        []metacontroller.Pod                // the parent's live Pods, sorted by name
+	leaving     []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
+	managed     map[string]bool                     // the child kinds the CompositeController manages
+	names       map[string]bool                     // the observed children, as kind key + "/" + name
+	reports     map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
 	// slotTable is the status's, as its readers take it (contract.Ordered).
 	slotTable  v1alpha1.SlotTable
 	finalizing bool
