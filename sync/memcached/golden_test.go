@@ -255,9 +255,12 @@ func checkFacts(t *testing.T, body, got []byte) {
 		size = v
 	}
 	a := parseAnswer(t, got)
-	if d := a.deployment(t); d.Spec.Replicas == nil || int64(*d.Spec.Replicas) != size {
-		t.Errorf("Deployment replicas = %v, want spec.size %d", d.Spec.Replicas, size)
+	for _, d := range a.memcachedDeployments(t) {
+		if d.Spec.Replicas == nil || int64(*d.Spec.Replicas) != size {
+			t.Errorf("Deployment %s replicas = %v, want spec.size %d", d.Name, d.Spec.Replicas, size)
+		}
 	}
+	_, zoned := testutil.Get(parent, "spec", "zones")
 
 	nodes, endpoints := []string{}, []string{}
 	for _, p := range testutil.GetObject(req, "related", "Pod.v1") {
@@ -291,7 +294,8 @@ func checkFacts(t *testing.T, body, got []byte) {
 	if diff := cmp.Diff(st.Endpoints, endpoints); diff != "" {
 		t.Errorf("status.endpoints (-got +want):\n%s", diff)
 	}
-	if int(st.Replicas) != len(nodes) || int(st.ReadyReplicas) != len(endpoints) {
+	// With zones, replicas count each zone's Pods (TestZonesStatus).
+	if !zoned && (int(st.Replicas) != len(nodes) || int(st.ReadyReplicas) != len(endpoints)) {
 		t.Errorf("status replicas/readyReplicas = %d/%d, want %d/%d", st.Replicas, st.ReadyReplicas, len(nodes), len(endpoints))
 	}
 	if want := "app.kubernetes.io/instance=" + name + ",app.kubernetes.io/name=memcached"; st.Selector != want {

@@ -210,6 +210,24 @@ func (a syncAnswer) deployment(t *testing.T) appsv1.Deployment {
 	return d
 }
 
+// memcachedDeployments decodes the answer's memcached Deployments: the
+// one, or each zone's.
+func (a syncAnswer) memcachedDeployments(t *testing.T) []appsv1.Deployment {
+	t.Helper()
+	var out []appsv1.Deployment
+	for _, c := range a.children {
+		if childKey(c) == memcached.DeploymentKey && testutil.GetString(c, "metadata", "labels", "app.kubernetes.io/name") == "memcached" {
+			var d appsv1.Deployment
+			a.decodeChild(t, c, &d)
+			out = append(out, d)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("the answer has no memcached Deployment")
+	}
+	return out
+}
+
 // container returns the named container of the answer's Deployment.
 func (a syncAnswer) container(t *testing.T, name string) corev1.Container {
 	t.Helper()
@@ -259,13 +277,18 @@ type fixture struct {
 	spec       string              // the parent's spec as raw JSON; "" means {}
 	conditions []metav1.Condition  // the parent's observed status conditions
 	slotTable  *v1alpha1.SlotTable // the parent's observed slot table
+	// zones are the parent's observed status.zones.
+	zones []v1alpha1.ZoneStatus
 	// statusAddresses are the parent's observed status.slotAddresses.
 	statusAddresses []string
 	children        []any              // more observed children (beside the Deployment)
 	options         *memcached.Options // the hook's settings; nil means hookOptions
 	deployment      *deploy            // the observed Deployment; nil means none
-	pods            []pod              // the related Pods
-	kinds           []string           // the managed child kinds; nil means Deployment, Service and PDB
+	// zoneDeployments are more observed memcached Deployments, by zone:
+	// NAME-ZONE.
+	zoneDeployments map[string]*deploy
+	pods            []pod    // the related Pods
+	kinds           []string // the managed child kinds; nil means Deployment, Service and PDB
 	finalizing      bool
 }
 
@@ -453,6 +476,9 @@ func (f fixture) body(t *testing.T) []byte {
 	if f.statusAddresses != nil {
 		parent["status"].(map[string]any)["slotAddresses"] = f.statusAddresses
 	}
+	if f.zones != nil {
+		parent["status"].(map[string]any)["zones"] = f.zones
+	}
 	kinds := f.kinds
 	if kinds == nil {
 		kinds = []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey}
@@ -466,6 +492,13 @@ func (f fixture) body(t *testing.T) []byte {
 			t.Fatal("fixture has a Deployment but does not manage Deployments")
 		}
 		children[memcached.DeploymentKey][testNamespace+"/"+testName] = d.object()
+	}
+	for _, zone := range slices.Sorted(maps.Keys(f.zoneDeployments)) {
+		o := f.zoneDeployments[zone].object()
+		o.Name = testName + "-" + zone
+		o.Labels[v1alpha1.LabelZone] = zone
+		o.Spec.Selector.MatchLabels[v1alpha1.LabelZone] = zone
+		children[memcached.DeploymentKey][testNamespace+"/"+o.Name] = o
 	}
 	for _, c := range f.children {
 		o := testutil.DecodeObject(t, testutil.MustMarshal(t, c))

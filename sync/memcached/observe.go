@@ -19,12 +19,15 @@ import (
 // needs.
 type observed struct {
 	childCount int
-	deployment *deploymentState
-	pods       []metacontroller.Pod                // the parent's live Pods, sorted by name
-	leaving    []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
-	managed    map[string]bool                     // the child kinds the CompositeController manages
-	names      map[string]bool                     // the observed children, as kind key + "/" + name
-	reports    map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
+	// deployment is the memcached Deployment NAME; deployments, every
+	// observed Deployment by name (a zone's is NAME-ZONE).
+	deployment  *deploymentState
+	deployments map[string]*deploymentState
+	pods        []metacontroller.Pod                // the parent's live Pods, sorted by name
+	leaving     []metacontroller.Pod                // its terminating Pods that have not finished, sorted by name
+	managed     map[string]bool                     // the child kinds the CompositeController manages
+	names       map[string]bool                     // the observed children, as kind key + "/" + name
+	reports     map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
 	// slotTable is the status's, as its readers take it (contract.Ordered).
 	slotTable  v1alpha1.SlotTable
 	finalizing bool
@@ -41,7 +44,7 @@ type deploymentState struct {
 
 func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing,
-		slotTable: contract.Ordered(req.Parent.Status.SlotTable)}
+		slotTable: contract.Ordered(req.Parent.Status.SlotTable), deployments: map[string]*deploymentState{}}
 	for kind, objs := range req.Children {
 		obs.managed[kind] = true
 		obs.childCount += len(objs)
@@ -50,9 +53,10 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 		}
 	}
 	name := req.Parent.Name
-	if d, ok := findChild(req.Children[DeploymentKey], name); ok {
-		obs.deployment = readDeployment(d)
+	for _, c := range req.Children[DeploymentKey] {
+		obs.deployments[c.Metadata.Name] = readDeployment(c)
 	}
+	obs.deployment = obs.deployments[name]
 	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
 		obs.reports = readReports(c)
 	}

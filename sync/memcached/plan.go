@@ -23,30 +23,40 @@ type plan struct {
 	size     int32
 	pods     []slots.Pod
 	assigned slots.Assignment
+	// zones are each zone's part (spec.zones; nil without). The Memcached
+	// then has no table of its own: pods and assigned are empty.
+	zones []zonePlan
 }
 
 // decide decides the slot table: the one decision the children (the
 // features that follow the table) and the status share.
 func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *plan {
-	pl := &plan{p: p, spec: spec, obs: obs, pods: slotPods(obs)}
+	pl := &plan{p: p, spec: spec, obs: obs}
 	switch {
 	case spec != nil:
 		pl.size = *spec.Size
 	case obs.deployment != nil:
 		pl.size = obs.deployment.replicas
 	}
+	if len(zonesOf(p, spec)) > 0 {
+		decideZones(pl, now)
+		return pl
+	}
+	// Pods of zones (a Memcached whose zones were just removed) are not
+	// this table's: they go with their zones' Deployments.
+	pl.pods = slotPods(unzoned(obs.pods), unzoned(obs.leaving))
 	pl.assigned = slots.Assign(obs.slotTable, pl.size, pl.pods, now)
 	return pl
 }
 
 // slotPods are the Pods as the slot table sees them, terminating ones
 // included, with the times the table orders its decisions by.
-func slotPods(obs observed) []slots.Pod {
-	pods := make([]slots.Pod, 0, len(obs.pods)+len(obs.leaving))
-	for _, pod := range obs.pods {
+func slotPods(live, leaving []metacontroller.Pod) []slots.Pod {
+	pods := make([]slots.Pod, 0, len(live)+len(leaving))
+	for _, pod := range live {
 		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod)})
 	}
-	for _, pod := range obs.leaving {
+	for _, pod := range leaving {
 		pods = append(pods, slots.Pod{Name: pod.Metadata.Name, IP: pod.Status.PodIP, Ready: podReady(pod), ReadySince: readySince(pod),
 			Leaving: true, LeavingSince: leavingSince(pod)})
 	}
@@ -91,4 +101,15 @@ func leavingSince(pod metacontroller.Pod) time.Time {
 		t = t.Add(-time.Duration(*g) * time.Second)
 	}
 	return t
+}
+
+// unzoned are the Pods that belong to no zone.
+func unzoned(pods []metacontroller.Pod) []metacontroller.Pod {
+	var out []metacontroller.Pod
+	for _, pod := range pods {
+		if _, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; !ok {
+			out = append(out, pod)
+		}
+	}
+	return out
 }

@@ -40,6 +40,13 @@ func (pods) kinds(s *v1alpha1.MemcachedSpec) []string {
 }
 
 func (pods) children(d *desire) []any {
+	if zoned(d.s) {
+		children := zoneDeployments(d)
+		if d.managed[ServiceKey] {
+			children = append(children, service(d))
+		}
+		return children
+	}
 	children := []any{deployment(d)}
 	if d.managed[ServiceKey] {
 		children = append(children, service(d))

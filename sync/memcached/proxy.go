@@ -60,7 +60,22 @@ const (
 	defaultProxyFailureLimit = 3
 )
 
-func proxyEnabled(s *v1alpha1.MemcachedSpec) bool { return s.Proxy != nil && s.Proxy.Enabled }
+// proxyEnabled tells whether the proxy tier runs: asked for, or with
+// zones, whose one address it is.
+func proxyEnabled(s *v1alpha1.MemcachedSpec) bool {
+	return (s.Proxy != nil && s.Proxy.Enabled) || zoned(s)
+}
+
+// proxySpec is spec.proxy, empty when zones turned the proxy on alone.
+func proxySpec(s *v1alpha1.MemcachedSpec) *v1alpha1.ProxySpec {
+	if s.Proxy == nil {
+		return &v1alpha1.ProxySpec{}
+	}
+	return s.Proxy
+}
+
+// proxyZoneName is the name of a zone's proxy Deployment.
+func proxyZoneName(name, zone string) string { return proxyName(name) + "-" + zone }
 
 func proxyName(name string) string { return name + v1alpha1.ProxySuffix }
 
@@ -101,28 +116,46 @@ func (proxy) children(d *desire) []any {
 	p := d.p
 	meta := proxyMeta(p)
 	np := peersOf(d.s)
-	return []any{
+	service := corev1.ServiceSpec{
+		Selector: ProxySelectorLabels(p.Name),
+		Ports: []corev1.ServicePort{{
+			Name: "memcached", Port: Port, TargetPort: intstr.FromString("memcached"), Protocol: corev1.ProtocolTCP,
+		}},
+	}
+	config := ProxyConfig
+	deployments := []any{proxyDeployment(d, "")}
+	if zoned(d.s) {
+		// One address for every zone, whose endpoints in the client's
+		// own zone it prefers (Kubernetes 1.31 and later, or 1.30 with
+		// the ServiceTrafficDistribution feature gate: an API server
+		// without it drops the field, and clients then reach every
+		// zone's proxies alike).
+		service.TrafficDistribution = ptr(corev1.ServiceTrafficDistributionPreferClose)
+		config = ProxyZonesConfig
+		deployments = nil
+		for _, zone := range v1alpha1.ZonesOf(d.s) {
+			deployments = append(deployments, proxyDeployment(d, zone))
+		}
+	}
+	children := []any{
 		corev1.ConfigMap{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: meta,
-			Data:       map[string]string{"config.lua": ProxyConfig},
+			Data:       map[string]string{"config.lua": config},
 		},
-		proxyDeployment(d),
+	}
+	children = append(children, deployments...)
+	return append(children,
 		object[corev1.ServiceSpec]{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			Metadata: meta,
-			Spec: corev1.ServiceSpec{
-				Selector: ProxySelectorLabels(p.Name),
-				Ports: []corev1.ServicePort{{
-					Name: "memcached", Port: Port, TargetPort: intstr.FromString("memcached"), Protocol: corev1.ProtocolTCP,
-				}},
-			},
+			Spec:     service,
 		},
 		disruptionBudget(meta, ProxySelectorLabels(p.Name)),
 		// Whoever may reach memcached may reach the proxy; the pool
 		// writer's metrics, whoever may reach the exporter.
 		ingressPolicy(meta, ProxySelectorLabels(p.Name), ingressRule(Port, np.Memcached), ingressRule(ProxyAgentAdminPort, np.Metrics)),
-	}
+	)
 }
 
 // proxyEnv is what the proxy's config.lua reads from its environment: the
@@ -155,10 +188,12 @@ func proxyEnv(ps *v1alpha1.ProxySpec) []corev1.EnvVar {
 
 // proxyDeployment runs spec.image's memcached as the proxy, and beside it
 // the agent writing the pool file from the slot table. The Pod is Ready
-// once the proxy listens and the agent has written a pool.
-func proxyDeployment(d *desire) any {
+// once the proxy listens and the agent has written a pool. With zones,
+// each zone has its own, NAME-proxy-ZONE, pinned to the zone, whose proxy
+// reads from the zone's Pods first (MEMCACHED_PROXY_LOCAL_ZONE).
+func proxyDeployment(d *desire, zone string) any {
 	p, s := d.p, d.s
-	ps := s.Proxy
+	ps := proxySpec(s)
 	replicas, threads := int32(defaultProxyReplicas), int32(defaultProxyThreads)
 	if ps.Replicas != nil {
 		replicas = *ps.Replicas
@@ -167,7 +202,11 @@ func proxyDeployment(d *desire) any {
 		threads = *ps.Threads
 	}
 	meta := proxyMeta(p)
-	sum := sha256.Sum256([]byte(ProxyConfig))
+	config := ProxyConfig
+	if zoned(s) {
+		config = ProxyZonesConfig
+	}
+	sum := sha256.Sum256([]byte(config))
 	proxyResources := mergeResources(corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
@@ -217,13 +256,25 @@ func proxyDeployment(d *desire) any {
 		}}},
 	}
 	spec.TopologySpreadConstraints = spreadOf(ProxySelectorLabels(p.Name))
-	return deploymentOf(meta, replicas, ProxySelectorLabels(p.Name), corev1.PodTemplateSpec{
+	selector := ProxySelectorLabels(p.Name)
+	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      meta.Labels,
 			Annotations: map[string]string{proxyConfigHashAnnotation: hex.EncodeToString(sum[:8])},
 		},
 		Spec: spec,
-	})
+	}
+	if zone == "" {
+		return deploymentOf(meta, replicas, selector, t)
+	}
+	selector[v1alpha1.LabelZone] = zone
+	t.Spec.TopologySpreadConstraints = nil
+	t = inZone(t, s.Zones.TopologyKey, zone, selector)
+	meta.Name = proxyZoneName(p.Name, zone)
+	meta.Labels = t.Labels
+	proxy := container(&t, "proxy")
+	proxy.Env = append(proxy.Env, corev1.EnvVar{Name: "MEMCACHED_PROXY_LOCAL_ZONE", Value: zone})
+	return deploymentOf(meta, replicas, selector, t)
 }
 
 // report gives the host:port clients of the proxy are given, once its

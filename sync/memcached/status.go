@@ -41,22 +41,32 @@ func status(pl *plan, specErr string, now time.Time, opts Options) *v1alpha1.Mem
 		}
 	}
 	slices.Sort(st.Endpoints)
-	if obs.deployment != nil {
-		st.Image = obs.deployment.image
+	deployments := pl.deployments()
+	if d := deployments[0].d; d != nil {
+		st.Image = d.image
 	}
-	st.SlotTable = slotTable(obs.slotTable, pl.assigned, now)
+	var avail metav1.Condition
+	if pl.zones != nil {
+		// Each zone has its table; the Memcached's own stays empty.
+		st.SlotTable = v1alpha1.SlotTable{Slots: []v1alpha1.Slot{}}
+		st.Zones = zoneStatus(pl, now)
+		st.Replicas, st.ReadyReplicas = fewestPerZone(st.Zones)
+		avail = zonesAvailable(size, st.Zones)
+	} else {
+		st.SlotTable = slotTable(obs.slotTable, pl.assigned, now)
+		avail = available(size, st.ReadyReplicas)
+	}
 	for _, f := range features {
 		f.report(pl, st)
 	}
 
-	avail := available(size, st.ReadyReplicas)
-	if spec == nil && obs.deployment == nil {
+	if spec == nil && deployments[0].d == nil {
 		avail = cond(ConditionAvailable, false, ReasonInvalidSpec, "the spec is invalid and no Deployment exists")
 	}
 	conds := []metav1.Condition{
 		avail,
-		progressing(spec, specErr, size, obs, st),
-		degraded(spec, specErr, obs, opts),
+		progressing(pl, specErr, st),
+		degraded(spec, specErr, obs, deployments, opts),
 	}
 	old := p.Status.Conditions
 	for i := range conds {
@@ -87,8 +97,8 @@ func available(size, ready int32) metav1.Condition {
 	}
 }
 
-func progressing(spec *v1alpha1.MemcachedSpec, specErr string, size int32, obs observed, st *v1alpha1.MemcachedStatus) metav1.Condition {
-	d := obs.deployment
+func progressing(pl *plan, specErr string, st *v1alpha1.MemcachedStatus) metav1.Condition {
+	obs := pl.obs
 	switch {
 	case obs.finalizing && obs.childCount > 0:
 		return cond(ConditionProgressing, true, ReasonDeleting, fmt.Sprintf("the Memcached is being deleted: waiting for %s to go", plural(obs.childCount, "child", "children")))
@@ -96,24 +106,43 @@ func progressing(spec *v1alpha1.MemcachedSpec, specErr string, size int32, obs o
 		return cond(ConditionProgressing, false, ReasonDeleted, "the Memcached is being deleted and its children are gone")
 	case specErr != "":
 		return cond(ConditionProgressing, false, ReasonInvalidSpec, "the spec is invalid: children are left as they are")
+	}
+	if pl.zones == nil {
+		c, _ := rollout("", obs.deployment, pl.spec, pl.size, st.Replicas, st.ReadyReplicas, len(st.Endpoints), st.SlotTable)
+		return c
+	}
+	for i, z := range pl.zones {
+		zs := st.Zones[i]
+		if c, done := rollout("zone "+z.name+": ", z.deployment, pl.spec, pl.size, zs.Replicas, zs.ReadyReplicas, readyWithIP(z.live), zs.SlotTable); !done {
+			return c
+		}
+	}
+	return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready in each of %s", pl.size, plural(len(pl.zones), "zone", "zones")))
+}
+
+// rollout is how far one memcached Deployment's rollout is, and whether it
+// is complete: replicas of its Pods are observed, ready of them are, and
+// endpoints of those have an address. The messages start with prefix.
+func rollout(prefix string, d *deploymentState, spec *v1alpha1.MemcachedSpec, size, replicas, ready int32, endpoints int, table v1alpha1.SlotTable) (metav1.Condition, bool) {
+	switch {
 	case d == nil:
-		return cond(ConditionProgressing, true, ReasonDeploymentNotObserved, "waiting for the Deployment to be created")
+		return cond(ConditionProgressing, true, ReasonDeploymentNotObserved, prefix+"waiting for the Deployment to be created"), false
 	case deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)):
-		return cond(ConditionProgressing, false, ReasonProgressDeadlineExceeded, "the Deployment's rollout exceeded its progress deadline")
+		return cond(ConditionProgressing, false, ReasonProgressDeadlineExceeded, prefix+"the Deployment's rollout exceeded its progress deadline"), false
 	case d.replicas != size || d.image != spec.Image:
-		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, "waiting for the Deployment to take the new spec")
+		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, prefix+"waiting for the Deployment to take the new spec"), false
 	case d.status.ObservedGeneration < d.generation:
-		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, "waiting for the Deployment controller to observe the new spec")
-	case d.status.UpdatedReplicas < size || st.Replicas != size || st.ReadyReplicas < size:
+		return cond(ConditionProgressing, true, ReasonDeploymentUpdating, prefix+"waiting for the Deployment controller to observe the new spec"), false
+	case d.status.UpdatedReplicas < size || replicas != size || ready < size:
 		return cond(ConditionProgressing, true, ReasonRollingOut, fmt.Sprintf(
-			"%d of %d Pods updated, %d observed, %d ready", d.status.UpdatedReplicas, size, st.Replicas, st.ReadyReplicas))
-	case servingSlots(st.SlotTable) < len(st.Endpoints):
+			"%s%d of %d Pods updated, %d observed, %d ready", prefix, d.status.UpdatedReplicas, size, replicas, ready)), false
+	case servingSlots(table) < endpoints:
 		// The slot table takes a Pod in once its turning Ready has
 		// settled (sync/slots): until then clients are not given it.
 		return cond(ConditionProgressing, true, ReasonRollingOut, fmt.Sprintf(
-			"%d of %d ready Pods in the slot table", servingSlots(st.SlotTable), len(st.Endpoints)))
+			"%s%d of %d ready Pods in the slot table", prefix, servingSlots(table), endpoints)), false
 	default:
-		return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready", size))
+		return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready", size)), true
 	}
 }
 
@@ -145,7 +174,7 @@ func deploymentCondition(s appsv1.DeploymentStatus, t appsv1.DeploymentCondition
 	return false
 }
 
-func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts Options) metav1.Condition {
+func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, deployments []namedDeployment, opts Options) metav1.Condition {
 	if specErr != "" {
 		return cond(ConditionDegraded, true, ReasonInvalidSpec, truncate(specErr, maxMessage))
 	}
@@ -176,11 +205,13 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, opts O
 			msgs = append(msgs, string(r)+": "+listNames(pods))
 		}
 	}
-	if d := obs.deployment; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)) {
-		if reason == "" {
-			reason = ReasonProgressDeadlineExceeded
+	for _, nd := range deployments {
+		if d := nd.d; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)) {
+			if reason == "" {
+				reason = ReasonProgressDeadlineExceeded
+			}
+			msgs = append(msgs, nd.prefix+"the Deployment's rollout exceeded its progress deadline")
 		}
-		msgs = append(msgs, "the Deployment's rollout exceeded its progress deadline")
 	}
 	if agentIdentityWanted(spec) && opts.AgentImage == "" {
 		if reason == "" {

@@ -199,7 +199,7 @@ func decodeSpec(d *jsontext.Decoder, p *Parent) error {
 }
 
 // decodeStatus reads what the hook carries forward from the parent's
-// status: the well-formed conditions, the slot table, the hand-offs and
+// status: the well-formed conditions, the slot table (each zone's too), the hand-offs and
 // the endpoints and slot addresses clients are given. Whatever else the status holds, in whatever shape, is skipped,
 // and so is a part that does not decode: a status written by an older hook
 // or edited by hand, whatever its shape, cannot fail every call. (A slot
@@ -230,6 +230,17 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 					st.SlotTable = t
 				}
 			}
+		case name == "zones" && d.PeekKind() == '[':
+			a := arrayAt(d)
+			for a.next() {
+				var raw jsontext.Value
+				if raw, a.err = d.ReadValue(); a.err == nil {
+					if z, ok := decodeZone(raw); ok {
+						st.Zones = append(st.Zones, z)
+					}
+				}
+			}
+			o.err = a.err
 		case name == "handoffs" && d.PeekKind() == '[':
 			var raw jsontext.Value
 			if raw, o.err = d.ReadValue(); o.err == nil {
@@ -269,6 +280,17 @@ func decodeSlotTable(raw jsontext.Value) (v1alpha1.SlotTable, bool) {
 		return v1alpha1.SlotTable{}, false
 	}
 	return t, true
+}
+
+// decodeZone reads a zone's status the hook wrote: its name and slot
+// table. One that is not that shape gives false, and the zone's table is
+// rebuilt from its Pods.
+func decodeZone(raw jsontext.Value) (v1alpha1.ZoneStatus, bool) {
+	var z v1alpha1.ZoneStatus
+	if err := json.Unmarshal(raw, &z); err != nil || z.Name == "" {
+		return v1alpha1.ZoneStatus{}, false
+	}
+	return z, true
 }
 
 // decodeRelated reads the related objects: the Pods, each walked by hand
