@@ -85,8 +85,8 @@ type Errors func(source string)
 
 // Decode reads a Memcached object as `kubectl get memcached NAME -o json`
 // or `-o yaml` prints it: JSON as it is, anything else as YAML converted to
-// JSON first. Its slot table is taken as the hook takes it: a table whose
-// entries are out of order is none (contract.Ordered). A spec that does
+// JSON first. Its slot table, and each zone's, is taken as the hook takes
+// it: a table whose entries are out of order is none (contract.Ordered). A spec that does
 // not decode is no error: the agent reads the status.
 func Decode(b []byte) (*v1alpha1.Memcached, error) {
 	trimmed := bytes.TrimSpace(b)
@@ -106,6 +106,9 @@ func Decode(b []byte) (*v1alpha1.Memcached, error) {
 	}
 	m := &p.Memcached
 	m.Status.SlotTable = contract.Ordered(m.Status.SlotTable)
+	for i := range m.Status.Zones {
+		m.Status.Zones[i].SlotTable = contract.Ordered(m.Status.Zones[i].SlotTable)
+	}
 	return m, nil
 }
 

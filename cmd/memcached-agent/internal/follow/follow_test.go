@@ -100,3 +100,27 @@ func TestDecodeTakesTheTableAsTheHook(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeTakesEachZonesTableAsTheHook checks that a zone's slot table
+// whose entries are out of order is no table to the agent, and that the
+// other zones' tables are taken as they are.
+func TestDecodeTakesEachZonesTableAsTheHook(t *testing.T) {
+	const (
+		ordered    = `{"version":3,"slots":[{"slot":0,"pod":"a","ip":"10.0.0.1","state":"Serving"},{"slot":1,"pod":"b","ip":"10.0.0.2","state":"Serving"}]}`
+		outOfOrder = `{"version":4,"slots":[{"slot":1,"pod":"d","ip":"10.0.1.2","state":"Serving"},{"slot":0,"pod":"c","ip":"10.0.1.1","state":"Serving"}]}`
+	)
+	m, err := follow.Decode([]byte(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"c"},"status":{"zones":[` +
+		`{"name":"a","slotTable":` + ordered + `},{"name":"b","slotTable":` + outOfOrder + `}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Status.Zones) != 2 {
+		t.Fatalf("Decode() gave zones %+v, want a and b", m.Status.Zones)
+	}
+	if a := m.Status.Zones[0].SlotTable; a.Version != 3 || len(a.Slots) != 2 {
+		t.Errorf("zone a's table is %+v, want it as it is", a)
+	}
+	if b := m.Status.Zones[1].SlotTable; b.Version != 0 || b.Slots != nil {
+		t.Errorf("zone b's table is %+v, want it left out", b)
+	}
+}

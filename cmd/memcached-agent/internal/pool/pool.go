@@ -24,10 +24,11 @@ const (
 	TooManySlots = contract.TooManySlots
 	BadAddress   = contract.BadAddress
 	BadVersion   = contract.BadVersion
+	BadZone      = contract.BadZone
 	WrongObject  = follow.WrongObject
 	Unreadable   = follow.Unreadable
 )
 
 // Reasons are every refusal reason, for metrics that show each from the
 // start.
-var Reasons = []string{BadSlots, TooManySlots, BadAddress, BadVersion, WrongObject, Unreadable}
+var Reasons = []string{BadSlots, TooManySlots, BadAddress, BadVersion, BadZone, WrongObject, Unreadable}

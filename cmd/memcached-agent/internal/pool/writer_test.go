@@ -287,3 +287,62 @@ func TestWriterRetries(t *testing.T) {
 		t.Errorf("the file holds %q", got)
 	}
 }
+
+// memcachedWithZones is Memcached cache in namespace shop with the zones'
+// tables, given as zone name then table.
+func memcachedWithZones(zones ...any) *v1alpha1.Memcached {
+	m := memcachedWith(v1alpha1.SlotTable{})
+	for i := 0; i < len(zones); i += 2 {
+		m.Status.Zones = append(m.Status.Zones, v1alpha1.ZoneStatus{Name: zones[i].(string), SlotTable: zones[i+1].(v1alpha1.SlotTable)})
+	}
+	return m
+}
+
+// TestWriterFollowsTheZones offers objects with zones, and without, and
+// checks what the file holds after each, what Current says and what was
+// refused: with zones the file holds every zone's table; a Memcached that
+// turns zones off gets the pool without zones back.
+func TestWriterFollowsTheZones(t *testing.T) {
+	var log bytes.Buffer
+	w, rec := newWriter(t.TempDir(), &log)
+	steps := []struct {
+		name        string
+		offer       *v1alpha1.Memcached
+		want        string // the file's content after the step
+		wantSlots   int
+		wantDown    int
+		wantRefused string
+	}{
+		{name: "three zones", offer: memcachedWithZones("a", table(5, "S:10.0.1.1"), "b", table(6, "S:10.0.2.1"), "c", table(4, "N:10.0.3.1")),
+			want: "version 6\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n127.0.0.1:1 _down_c_0\nend 3\n", wantSlots: 3, wantDown: 1},
+		{name: "a zone's slot Serving", offer: memcachedWithZones("a", table(5, "S:10.0.1.1"), "b", table(6, "S:10.0.2.1"), "c", table(7, "S:10.0.3.1")),
+			want: "version 7\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n10.0.3.1:11211\nend 3\n", wantSlots: 3},
+		{name: "an address Serving in two zones", offer: memcachedWithZones("a", table(8, "S:10.0.1.1"), "b", table(8, "S:10.0.1.1")), wantRefused: BadAddress},
+		{name: "a zone listed twice", offer: memcachedWithZones("a", table(8, "S:10.0.1.1"), "a", table(8, "S:10.0.1.2")), wantRefused: BadZone},
+		{name: "zones off: the slot table again", offer: memcachedWith(table(9, "S:10.0.0.1")),
+			want: "version 9\n10.0.0.1:11211\nend 1\n", wantSlots: 1},
+		{name: "zones on, their tables empty yet", offer: memcachedWithZones("a", v1alpha1.SlotTable{}, "b", v1alpha1.SlotTable{}),
+			want: "version 0\nzone a\n127.0.0.1:1 _down_a_0\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n", wantSlots: 2, wantDown: 2},
+	}
+	var before string
+	for _, st := range steps {
+		refusedBefore := rec.refused[st.wantRefused]
+		w.Offer("file", st.offer)
+		got := stat(t, w.Path()).content
+		want := st.want
+		if want == "" {
+			want = before
+		}
+		if got != want {
+			t.Errorf("%s: the file holds\n%s\nwant\n%s", st.name, got, want)
+		}
+		if st.wantRefused != "" {
+			if rec.refused[st.wantRefused] != refusedBefore+1 {
+				t.Errorf("%s: refusals %v, want one more %s", st.name, rec.refused, st.wantRefused)
+			}
+		} else if cur := w.Current(); cur.Slots != st.wantSlots || cur.Down != st.wantDown {
+			t.Errorf("%s: Current() says %d slots, %d down; want %d, %d", st.name, cur.Slots, cur.Down, st.wantSlots, st.wantDown)
+		}
+		before = got
+	}
+}
