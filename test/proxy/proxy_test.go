@@ -16,6 +16,11 @@
 // given a broken or foreign Memcached. The share of keys moved is
 // deterministic for the fixed keys: printed and asserted exactly. Times are
 // printed as benchmark lines, never asserted.
+//
+// With zones (zones_test.go), one proxy a zone runs the zoned configuration
+// over three zones of two memcached: its reads stay in its zone, its
+// writes reach every zone, and it goes on reading from the other zones
+// when its own is lost.
 package proxy_test
 
 import (

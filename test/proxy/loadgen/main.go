@@ -1,8 +1,9 @@
 // Command loadgen puts one closed-loop load on memcached servers in turn,
 // in alternating rounds, and prints for each target requests per second
 // and latency quantiles, then each target's ratio to the first, as
-// benchmark lines (BenchmarkProxyCost/NAME ...). The proxy's cost test
-// (test/proxy, TestProxyCost) builds and runs it: a program of its own, so
+// benchmark lines (BenchmarkProxyCost/NAME ..., or -bench's name). The
+// proxy's cost test (test/proxy, TestProxyCost) and its zones' test
+// (TestZonesProxy) build and run it: a program of its own, so
 // that the load is the same whether the tests run with the race detector
 // or not.
 //
@@ -58,6 +59,7 @@ type config struct {
 	getShare float64
 	round    time.Duration
 	rounds   int
+	bench    string
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -70,6 +72,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.Float64Var(&cfg.getShare, "get-share", 0.9, "share of requests that are gets; the rest are sets")
 	fs.DurationVar(&cfg.round, "round", 1500*time.Millisecond, "how long each target is loaded per round")
 	fs.IntVar(&cfg.rounds, "rounds", 2, "rounds: each loads every target in turn")
+	fs.StringVar(&cfg.bench, "bench", "BenchmarkProxyCost", "the benchmark lines' name, before /target")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -94,13 +97,13 @@ func run(args []string, stdout io.Writer) error {
 	}
 	for i, tg := range cfg.targets {
 		r := &results[i]
-		fmt.Fprintf(stdout, "BenchmarkProxyCost/%s 1 %.0f ops/s %.0f p50-us %.0f p99-us %d conns\n", tg.name, r.rate(),
+		fmt.Fprintf(stdout, "%s/%s 1 %.0f ops/s %.0f p50-us %.0f p99-us %d conns\n", cfg.bench, tg.name, r.rate(),
 			us(r.quantile(0.5)), us(r.quantile(0.99)), cfg.conns)
 	}
 	base := &results[0]
 	for i, tg := range cfg.targets[1:] {
 		r := &results[i+1]
-		fmt.Fprintf(stdout, "BenchmarkProxyCost/%s-vs-%s 1 %.2f x-throughput %.2f x-p50 %.2f x-p99\n", tg.name, cfg.targets[0].name,
+		fmt.Fprintf(stdout, "%s/%s-vs-%s 1 %.2f x-throughput %.2f x-p50 %.2f x-p99\n", cfg.bench, tg.name, cfg.targets[0].name,
 			r.rate()/base.rate(), float64(r.quantile(0.5))/float64(base.quantile(0.5)), float64(r.quantile(0.99))/float64(base.quantile(0.99)))
 	}
 	return nil
