@@ -219,3 +219,44 @@ func waitForReadyz(t *testing.T, admin string, ok func(body string) bool) (int, 
 	}
 	return code, body
 }
+
+// TestRunPoolFileZones runs the proxy's sidecar on a Memcached with zones
+// (status.zones): the pool file holds every zone's table, as the zoned
+// proxies read it; /readyz and /metrics count every zone's slots; a status
+// with an address Serving in two zones leaves the pool as it was.
+func TestRunPoolFileZones(t *testing.T) {
+	dir := t.TempDir()
+	source, poolFile := filepath.Join(dir, "cache.json"), filepath.Join(dir, "run", "pool")
+	if err := os.Mkdir(filepath.Dir(poolFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile}, nil)
+	admin := "http://" + a.admin
+	zones := func(version int64, a0, b0 string) []byte {
+		return []byte(fmt.Sprintf(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"cache","namespace":"shop"},`+
+			`"spec":{"size":2,"zones":{"names":["a","b"]}},"status":{"zones":[`+
+			`{"name":"a","replicas":2,"readyReplicas":2,"slotTable":{"version":%d,"slots":[{"slot":0,"pod":"cache-a-0","ip":%q,"state":"Serving"},{"slot":1,"state":"Empty"}]}},`+
+			`{"name":"b","replicas":2,"readyReplicas":2,"slotTable":{"version":%d,"slots":[{"slot":0,"pod":"cache-b-0","ip":%q,"state":"Serving"},{"slot":1,"state":"Empty"}]}}]}}`,
+			version, a0, version+1, b0))
+	}
+
+	testutil.WriteFileAtomic(t, source, zones(1767225600, "10.0.1.1", "10.0.2.1"))
+	want := "version 1767225601\nzone a\n10.0.1.1:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.0.2.1:11211\n127.0.0.1:1 _down_b_1\nend 4\n"
+	waitForFile(t, poolFile, want)
+	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == "ok: pool version 1767225601, 4 slots, 2 down\n" }); code != http.StatusOK {
+		t.Errorf("/readyz with a zoned pool: %d %q", code, body)
+	}
+	for _, line := range []string{
+		"memcached_agent_pool_slots 4",
+		"memcached_agent_pool_down_slots 2",
+		`memcached_agent_pool_refused_total{reason="bad_zone"} 0`,
+	} {
+		waitForMetric(t, admin, line)
+	}
+
+	testutil.WriteFileAtomic(t, source, zones(1767225700, "10.0.1.1", "10.0.1.1"))
+	waitForMetric(t, admin, `memcached_agent_pool_refused_total{reason="bad_address"} 1`)
+	if b, _ := os.ReadFile(poolFile); string(b) != want {
+		t.Errorf("the pool file after a refused status holds\n%s\nwant\n%s", b, want)
+	}
+}
