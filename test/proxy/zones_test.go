@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +40,8 @@ type zonesFixture struct {
 	proxies map[string]*dataplane.Proxy       // by zone
 	single  *dataplane.Proxy
 	keys    []string
+	// statuses are the zones' status, as the pools were rendered from.
+	statuses []v1alpha1.ZoneStatus
 }
 
 // hookProxySetup is the proxy container as the hook answers it for a
@@ -62,6 +65,15 @@ func startProxyWithPool(t *testing.T, setup dataplane.ProxySetup, ip, zone, conf
 		setup.Env[memcached.ProxyLocalZoneEnv] = zone
 	}
 	p := dataplane.StartProxy(t, ip, setup)
+	givePool(t, p, pool, want)
+	return p
+}
+
+// givePool replaces p's pool file with pool, as the agent does, and waits
+// until the proxy logs want once more than it had.
+func givePool(t *testing.T, p *dataplane.Proxy, pool []byte, want string) {
+	t.Helper()
+	said := strings.Count(p.Log(), want)
 	// Readable by the proxy, which runs as nobody under root.
 	tmp := p.PoolFile + ".new"
 	if err := os.WriteFile(tmp, pool, 0o644); err != nil {
@@ -70,10 +82,9 @@ func startProxyWithPool(t *testing.T, setup dataplane.ProxySetup, ip, zone, conf
 	if err := os.Rename(tmp, p.PoolFile); err != nil {
 		t.Fatal(err)
 	}
-	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Contains(p.Log(), want) }) {
-		t.Fatalf("the proxy of zone %q never took the pool (%q):\n%s", zone, want, p.Log())
+	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Count(p.Log(), want) > said }) {
+		t.Fatalf("the proxy never said %q:\n%s", want, p.Log())
 	}
-	return p
 }
 
 // newZonesFixture starts the Pods, writes the pools and starts the
@@ -95,6 +106,7 @@ func newZonesFixture(t *testing.T) *zonesFixture {
 		statuses = append(statuses, v1alpha1.ZoneStatus{Name: z, Replicas: 2, ReadyReplicas: 2, SlotTable: testutil.SlotTable(1767225600, states...)})
 		all = append(all, states...)
 	}
+	f.statuses = statuses
 	zoned, err := contract.RenderZonePool(statuses)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +286,8 @@ func (f *zonesFixture) waitZones(t *testing.T, step, key, want string) {
 // reads stay in the proxy's zone; writes, deletes and arithmetic reach
 // every zone; gat touches every zone; cas is refused and changes nothing;
 // with the proxy's own zone lost, reads go on from the others and a write
-// is still answered STORED. It prints the share of reads that cross zones,
+// is still answered STORED; a new pool is taken by a reload, a bad one
+// refused while the proxy runs on. It prints the share of reads that cross zones,
 // for the zone's proxy and for one proxy over all six Pods (the
 // configuration without zones), and what the zoned proxy costs in latency
 // beside that single tier, as benchmark lines.
@@ -408,6 +421,57 @@ func TestZonesProxy(t *testing.T) {
 			if got := f.value(t, z, key); got != "v-"+key {
 				t.Errorf("zone %s: %s is %q after a refused cas", z, key, got)
 			}
+		}
+	})
+
+	t.Run("a new pool is taken, a bad one refused, the proxy running", func(t *testing.T) {
+		// Zone c's second Pod NotReady: its slot is a placeholder, down, and
+		// zone c's proxy reads that slot's keys from another zone.
+		p, c := f.proxies["c"], dialText(t, f.proxies["c"].Addr())
+		reloads := p.Stats(t)["proxy_config_reloads"]
+		statuses := slices.Clone(f.statuses)
+		statuses[2].SlotTable = testutil.SlotTable(1767225700, "S:"+zoneIP(5), "N:"+zoneIP(6))
+		pool, err := contract.RenderZonePool(statuses)
+		if err != nil {
+			t.Fatal(err)
+		}
+		givePool(t, p, pool.Content, "pool version 1767225700: 3 zones, 6 slots, 1 down")
+		if got := p.Stats(t)["proxy_config_reloads"]; got == reloads {
+			t.Errorf("the proxy took the pool without a reload (proxy_config_reloads %s)", got)
+		}
+		// The log comes as the reload starts; the workers route by the
+		// new pool a moment later: read until the Pod now down is asked
+		// nothing.
+		down := f.pods["c"][1]
+		hits, asked := 0, 0
+		dataplane.WaitFor(5*time.Second, func() bool {
+			before := gets(t, down)
+			hits = c.hits(t, "get", f.keys)
+			asked = gets(t, down) - before
+			return asked == 0
+		})
+		if asked != 0 || hits != len(f.keys) {
+			t.Errorf("zone c's proxy with its slot 1 down hit %d of %d keys, asking that slot's Pod %d; want every key, from another zone for that slot's", hits, len(f.keys), asked)
+		}
+
+		plain, _ := contract.RenderPool(testutil.SlotTable(1767225800, "S:"+zoneIP(1)))
+		givePool(t, p, plain.Content, "a slot line before any zone line; keeping pool version 1767225700")
+		if err := p.Alive(); err != nil {
+			t.Fatalf("zone c's proxy after a pool without zones: %v", err)
+		}
+
+		pool, _ = contract.RenderZonePool(f.statuses)
+		givePool(t, p, pool.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
+		cross := 0
+		dataplane.WaitFor(5*time.Second, func() bool {
+			before := f.getsByZone(t)
+			hits = c.hits(t, "get", f.keys)
+			after := f.getsByZone(t)
+			cross = after["a"] - before["a"] + after["b"] - before["b"]
+			return cross == 0
+		})
+		if cross != 0 || hits != len(f.keys) {
+			t.Errorf("zone c's proxy, its pool back, hit %d of %d keys, %d of its reads in other zones; want every key, from zone c", hits, len(f.keys), cross)
 		}
 	})
 
