@@ -273,7 +273,7 @@ func proxyDeployment(d *desire, zone string) any {
 	meta.Name = proxyZoneName(p.Name, zone)
 	meta.Labels = t.Labels
 	proxy := container(&t, "proxy")
-	proxy.Env = append(proxy.Env, corev1.EnvVar{Name: "MEMCACHED_PROXY_LOCAL_ZONE", Value: zone})
+	proxy.Env = append(proxy.Env, corev1.EnvVar{Name: ProxyLocalZoneEnv, Value: zone})
 	return deploymentOf(meta, replicas, selector, t)
 }
 
