@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -520,6 +521,7 @@ type example struct {
 			SecretName string `json:"secretName"`
 		} `json:"tls"`
 		TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+		Zones                     *v1alpha1.ZonesSpec               `json:"zones"`
 	} `json:"spec"`
 }
 
@@ -543,10 +545,15 @@ func readExample(t *testing.T, path string) *example {
 // checkExample applies an example as its comment says (its Secrets
 // first) and waits until it converges to its size (spec.size as the API
 // server defaulted it), then checks that its Pods honour its hard spread
-// constraints over the Nodes' labels.
+// constraints over the Nodes' labels. An example with zones is
+// checkZonesExample's.
 func (s *scenario) checkExample(path string, ex *example) {
 	s.t.Helper()
 	s.createSecrets(ex)
+	if ex.Spec.Zones != nil {
+		s.checkZonesExample(path, ex)
+		return
+	}
 	began := time.Now()
 	s.kubectl("apply", "-f", path)
 	var m memcached

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
@@ -614,4 +617,66 @@ func (s *scenario) checkSyncWritesNothing(name, uid string) {
 	if err := checkConditions(&after, convergedConditions(*after.Spec.Size)); err != nil {
 		s.t.Errorf("at rest: %v", err)
 	}
+}
+
+// checkZonesExample applies an example with spec.zones as its comment
+// says, listing the zones the cluster's Nodes carry: those of the Nodes
+// that take any Pod (the example has no toleration, and the proxies take
+// none), in place of the example's cloud zone names. It waits until every
+// zone converges to the example's size, and checks the NetworkPolicy
+// (every zone's memcached Pods) and the proxies' Service.
+func (s *scenario) checkZonesExample(path string, ex *example) {
+	s.t.Helper()
+	zones := s.untaintedZones()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(b, &obj); err != nil {
+		s.t.Fatalf("%s: %v", path, err)
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	z, _ := spec["zones"].(map[string]any)
+	if z == nil {
+		s.t.Fatalf("%s: no spec.zones to list the cluster's zones in", path)
+	}
+	s.t.Logf("%s: spec.zones.names %v, here %v", filepath.Base(path), z["names"], zones)
+	z["names"] = zones
+	manifest, err := json.Marshal(obj)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	name := ex.Metadata.Name
+	began := time.Now()
+	s.kubectlStdin(string(manifest), "apply", "-f", "-")
+	var m memcached
+	s.getJSON(&m, "memcached", name)
+	if m.Spec.Size == nil {
+		s.t.Fatalf("memcached %s has no spec.size after defaulting", name)
+	}
+	obs, at := s.waitZonesConverged(name, zonesWant{size: *m.Spec.Size, zones: zones})
+	record(s.t, fmt.Sprintf("create-to-ready/example-%s-size-%d", strings.TrimPrefix(name, "memcached-"), *m.Spec.Size), at.Sub(began), s.callsSince(began))
+	s.checkNetworkPolicy(name, &observed{mc: obs.mc, pods: obs.allPods()})
+	s.checkProxyService(name, obs)
+}
+
+// untaintedZones are the zones of the Nodes that have no taint that keeps
+// Pods off, sorted.
+func (s *scenario) untaintedZones() []string {
+	s.t.Helper()
+	var zones []string
+	for _, n := range s.nodes() {
+		z := n.Labels[v1alpha1.DefaultTopologyKey]
+		if z == "" || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Effect != corev1.TaintEffectPreferNoSchedule }) {
+			continue
+		}
+		zones = append(zones, z)
+	}
+	slices.Sort(zones)
+	zones = slices.Compact(zones)
+	if len(zones) == 0 {
+		s.t.Fatal("no Node without a taint carries a zone label")
+	}
+	return zones
 }
