@@ -71,6 +71,7 @@ var parallelScenarios = []struct {
 	{"a keepWarm rollout hands each slot to a Ready Pod", inNamespace(testKeepWarmRollout)},
 	{"the proxy tier converges and its pool follows the slot table", inNamespace(testProxyOnLoopback)},
 	{"stable names follow the slot table in the cluster's EndpointSlices", inNamespace(testStableNames)},
+	{"zones: each zone's Deployments land in their zone", inNamespace(testZones)},
 }
 
 // inNamespace runs a scenario in a namespace of its own.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -494,9 +495,6 @@ func testExamples(t *testing.T, e *env) {
 			if ex.wantsServiceMonitor() {
 				t.Skipf("%s asks for a ServiceMonitor: TestE2E/ServiceMonitorOverlay runs it", filepath.Base(f))
 			}
-			if ex.Spec.Zones != nil {
-				t.Skipf("%s names a cloud's zones, which no fake Node is in: the zones scenario runs the same spec in the fake Nodes' zones", filepath.Base(f))
-			}
 			t.Parallel()
 			s := e.newScenario(t, "example-"+strings.TrimPrefix(ex.Metadata.Name, "memcached-"))
 			s.checkExample(f, ex)
@@ -523,7 +521,7 @@ type example struct {
 			SecretName string `json:"secretName"`
 		} `json:"tls"`
 		TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
-		Zones                     *struct{}                         `json:"zones"`
+		Zones                     *v1alpha1.ZonesSpec               `json:"zones"`
 	} `json:"spec"`
 }
 
@@ -547,10 +545,15 @@ func readExample(t *testing.T, path string) *example {
 // checkExample applies an example as its comment says (its Secrets
 // first) and waits until it converges to its size (spec.size as the API
 // server defaulted it), then checks that its Pods honour its hard spread
-// constraints over the Nodes' labels.
+// constraints over the Nodes' labels. An example with zones is
+// checkZonesExample's.
 func (s *scenario) checkExample(path string, ex *example) {
 	s.t.Helper()
 	s.createSecrets(ex)
+	if ex.Spec.Zones != nil {
+		s.checkZonesExample(path, ex)
+		return
+	}
 	began := time.Now()
 	s.kubectl("apply", "-f", path)
 	var m memcached

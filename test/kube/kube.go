@@ -444,6 +444,14 @@ func launchOnce(ctx context.Context, cfg Config, dir string) (*Cluster, error) {
 		// The "kubernetes" Service's Endpoints cannot hold a loopback
 		// address, so the default reconciler would log an error every 10s.
 		"--endpoint-reconciler-type=none",
+		// A Service's trafficDistribution (the zones' proxy Service asks
+		// for PreferClose) is alpha in 1.30 (test/tools/go.mod) and off by
+		// default: without the gate the API server drops the field on
+		// write, as sync/api/v1alpha1/README.md (Zones) says of 1.30. It is
+		// on by default from 1.31 and locked on from 1.33 (GA): drop this
+		// flag when the tools move past 1.30, before a release removes the
+		// gate and refuses it.
+		"--feature-gates=ServiceTrafficDistribution=true",
 	)
 	if err != nil {
 		c.Stop()

@@ -93,6 +93,13 @@ func TestLaunch(t *testing.T) {
 	if err := c.Exited(); err != nil {
 		t.Errorf("Exited() on a running cluster = %v, want nil", err)
 	}
+	// The zones' proxy Service asks for trafficDistribution, which a 1.30
+	// API server drops unless its feature gate is on.
+	const svc = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"close","namespace":"default"},` +
+		`"spec":{"ports":[{"port":11211}],"trafficDistribution":"PreferClose"}}`
+	if stdout, stderr, err := c.KubectlStdin([]byte(svc), "create", "-f", "-", "-o", "jsonpath={.spec.trafficDistribution}"); err != nil || stdout != "PreferClose" {
+		t.Errorf("a Service created with trafficDistribution PreferClose is stored with %q (%v; stderr: %s), want PreferClose", stdout, err, stderr)
+	}
 	mu.Lock()
 	if !strings.Contains(strings.Join(logged, "\n"), "etcd and kube-apiserver ready at "+c.Server()) {
 		t.Errorf("Launch logged %q, want the API server's readiness", logged)
