@@ -124,6 +124,7 @@ func (proxy) children(d *desire) []any {
 	}
 	config := ProxyConfig
 	deployments := []any{proxyDeployment(d, "")}
+	budgets := []any{disruptionBudget(meta, ProxySelectorLabels(p.Name))}
 	if zoned(d.s) {
 		// One address for every zone, whose endpoints in the client's
 		// own zone it prefers (Kubernetes 1.31 and later, or 1.30 with
@@ -132,9 +133,17 @@ func (proxy) children(d *desire) []any {
 		// zone's proxies alike).
 		service.TrafficDistribution = ptr(corev1.ServiceTrafficDistributionPreferClose)
 		config = ProxyZonesConfig
-		deployments = nil
+		deployments, budgets = nil, nil
 		for _, zone := range v1alpha1.ZonesOf(d.s) {
 			deployments = append(deployments, proxyDeployment(d, zone))
+			// A budget per zone: one over every zone would let one
+			// zone's unready proxies block every drain in the others.
+			zm := proxyMeta(p)
+			zm.Name = proxyZoneName(p.Name, zone)
+			zm.Labels[v1alpha1.LabelZone] = zone
+			sel := ProxySelectorLabels(p.Name)
+			sel[v1alpha1.LabelZone] = zone
+			budgets = append(budgets, disruptionBudget(zm, sel))
 		}
 	}
 	children := []any{
@@ -145,13 +154,13 @@ func (proxy) children(d *desire) []any {
 		},
 	}
 	children = append(children, deployments...)
+	children = append(children, object[corev1.ServiceSpec]{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		Metadata: meta,
+		Spec:     service,
+	})
+	children = append(children, budgets...)
 	return append(children,
-		object[corev1.ServiceSpec]{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-			Metadata: meta,
-			Spec:     service,
-		},
-		disruptionBudget(meta, ProxySelectorLabels(p.Name)),
 		// Whoever may reach memcached may reach the proxy; the pool
 		// writer's metrics, whoever may reach the exporter.
 		ingressPolicy(meta, ProxySelectorLabels(p.Name), ingressRule(Port, np.Memcached), ingressRule(ProxyAgentAdminPort, np.Metrics)),
@@ -270,6 +279,10 @@ func proxyDeployment(d *desire, zone string) any {
 	selector[v1alpha1.LabelZone] = zone
 	t.Spec.TopologySpreadConstraints = nil
 	t = inZone(t, s.Zones.TopologyKey, zone, selector)
+	// A zone's proxies go where its memcached Pods may: a zone whose
+	// Nodes are tainted for the cache would otherwise have none, and its
+	// clients would be sent to another zone's.
+	t.Spec.Tolerations = s.Tolerations
 	meta.Name = proxyZoneName(p.Name, zone)
 	meta.Labels = t.Labels
 	proxy := container(&t, "proxy")

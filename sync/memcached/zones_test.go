@@ -144,12 +144,18 @@ func TestZonesChildren(t *testing.T) {
 				if _, ok := findChildNamed(a, "PodDisruptionBudget", testName+"-"+zone); ok != tt.wantPDBs {
 					t.Errorf("zone %s has a PodDisruptionBudget: %v, want %v", zone, ok, tt.wantPDBs)
 				}
+				if _, ok := findChildNamed(a, "PodDisruptionBudget", testName+"-proxy-"+zone); !ok {
+					t.Errorf("zone %s's proxies have no PodDisruptionBudget of their own", zone)
+				}
 				var proxy appsv1.Deployment
 				c, _ = findChildNamed(a, "Deployment", testName+"-proxy-"+zone)
 				a.decodeChild(t, c, &proxy)
 				if got := envOf(proxy.Spec.Template.Spec.Containers, "proxy", "MEMCACHED_PROXY_LOCAL_ZONE"); got != zone {
 					t.Errorf("zone %s's proxy has MEMCACHED_PROXY_LOCAL_ZONE %q, want %q", zone, got, zone)
 				}
+			}
+			if _, ok := findChildNamed(a, "PodDisruptionBudget", testName+"-proxy"); ok {
+				t.Errorf("one PodDisruptionBudget spans every zone's proxies: one zone's unready proxies would block drains in the others")
 			}
 			var svc corev1.Service
 			c, ok := findChildNamed(a, "Service", testName+"-proxy")

@@ -42,13 +42,6 @@ const tolerateDedicated = `[{"key":"dedicated","operator":"Equal","value":"cache
 type zonesWant struct {
 	size  int32
 	zones []string // spec.zones.names, in order
-	// unplaced are zones whose proxies cannot be scheduled: the proxy
-	// takes none of spec.tolerations, so a zone whose Nodes are all
-	// tainted runs its memcached Pods but not its proxies. Their Pods
-	// must stay unscheduled rather than land elsewhere. (The hook's
-	// conditions count memcached Pods only: the Memcached reads
-	// converged all the same.)
-	unplaced []string
 	// gone are zones that were removed: nothing of theirs may be left.
 	gone []string
 }
@@ -121,7 +114,7 @@ func testZones(s *scenario) {
 			change: func() time.Time {
 				return s.patchSpec(name, `{"zones":{"names":["zone-a","zone-b","zone-c"]},"tolerations":`+tolerateDedicated+`}`)
 			},
-			want: zonesWant{size: 2, zones: []string{"zone-a", "zone-b", "zone-c"}, unplaced: []string{"zone-c"}},
+			want: zonesWant{size: 2, zones: []string{"zone-a", "zone-b", "zone-c"}},
 		},
 	}
 	for _, step := range steps {
@@ -239,9 +232,10 @@ func (s *scenario) nodes() []corev1.Node {
 //     a slot table of size Serving slots held by exactly the zone's Pods;
 //   - status.proxyEndpoint the Service NAME-proxy;
 //   - per zone, Deployment NAME-ZONE rolled out at size and
-//     NAME-proxy-ZONE rolled out (or, for want.unplaced, none of its Pods
-//     scheduled), each Pod on a Node whose zone label is the zone; a
-//     PodDisruptionBudget NAME-ZONE past one Pod, none at one;
+//     NAME-proxy-ZONE rolled out (its Pods take spec.tolerations, so a
+//     zone whose Nodes are tainted for the cache has proxies too), each Pod
+//     on a Node whose zone label is the zone; a PodDisruptionBudget
+//     NAME-ZONE past one Pod, none at one, and NAME-proxy-ZONE always;
 //   - no Deployment NAME, and nothing of a zone not in want.zones: no
 //     Deployment, ReplicaSet, PodDisruptionBudget or Pod labelled with it,
 //     and for want.gone, no object of their names.
@@ -321,14 +315,19 @@ func (s *scenario) zonesConverged(b []byte, want zonesWant, nodeZones map[string
 		return nil, fmt.Errorf("deployment %s exists, want none with zones (one per zone)", name)
 	}
 	for _, z := range want.gone {
-		for _, k := range []string{"Deployment/" + name + "-" + z, "Deployment/" + name + v1alpha1.ProxySuffix + "-" + z, "PodDisruptionBudget/" + name + "-" + z} {
+		for _, k := range []string{"Deployment/" + name + "-" + z, "Deployment/" + name + v1alpha1.ProxySuffix + "-" + z, "PodDisruptionBudget/" + name + "-" + z, "PodDisruptionBudget/" + name + v1alpha1.ProxySuffix + "-" + z} {
 			if exists[k] {
 				return nil, fmt.Errorf("%s is left, want nothing of the removed zone %s", k, z)
 			}
 		}
 	}
-	if !exists["PodDisruptionBudget/"+name+v1alpha1.ProxySuffix] {
-		return nil, fmt.Errorf("no PodDisruptionBudget %s%s for the proxies", name, v1alpha1.ProxySuffix)
+	if exists["PodDisruptionBudget/"+name+v1alpha1.ProxySuffix] {
+		return nil, fmt.Errorf("PodDisruptionBudget %s%s spans every zone's proxies, want one per zone", name, v1alpha1.ProxySuffix)
+	}
+	for _, z := range want.zones {
+		if !exists["PodDisruptionBudget/"+name+v1alpha1.ProxySuffix+"-"+z] {
+			return nil, fmt.Errorf("no PodDisruptionBudget %s%s-%s for zone %s's proxies", name, v1alpha1.ProxySuffix, z, z)
+		}
 	}
 
 	obs := &zonesObserved{mc: m, zs: &zs, pods: map[string][]corev1.Pod{}, proxies: map[string][]corev1.Pod{}}
@@ -348,7 +347,7 @@ func (s *scenario) zonesConverged(b []byte, want zonesWant, nodeZones map[string
 		if err != nil {
 			return nil, err
 		}
-		if err := placed(ps, zone, nodeZones, true); err != nil {
+		if err := placed(ps, zone, nodeZones); err != nil {
 			return nil, err
 		}
 		if len(ps) != int(size) {
@@ -378,13 +377,10 @@ func (s *scenario) zonesConverged(b []byte, want zonesWant, nodeZones map[string
 		if err != nil {
 			return nil, err
 		}
-		unplaced := slices.Contains(want.unplaced, zone)
-		if !unplaced {
-			if err := rolledOut(proxy, *proxy.Spec.Replicas); err != nil {
-				return nil, err
-			}
+		if err := rolledOut(proxy, *proxy.Spec.Replicas); err != nil {
+			return nil, err
 		}
-		if err := placed(pps, zone, nodeZones, !unplaced); err != nil {
+		if err := placed(pps, zone, nodeZones); err != nil {
 			return nil, err
 		}
 		if len(pps) != int(*proxy.Spec.Replicas) {
@@ -440,14 +436,11 @@ func podsOf(d *appsv1.Deployment, pods []corev1.Pod) ([]corev1.Pod, error) {
 // scheduled, is Running and Ready on a Node whose zone label is the zone.
 // Unless scheduled is false, every Pod must be; if it is false, none may
 // be: kube-scheduler found no Node of the zone it may run on.
-func placed(pods []corev1.Pod, zone string, nodeZones map[string]string, scheduled bool) error {
+func placed(pods []corev1.Pod, zone string, nodeZones map[string]string) error {
 	for _, p := range pods {
 		switch node := p.Spec.NodeName; {
 		case p.Labels[v1alpha1.LabelZone] != zone:
 			return fmt.Errorf("pod %s has %s=%q, want %q", p.Name, v1alpha1.LabelZone, p.Labels[v1alpha1.LabelZone], zone)
-		case !scheduled && node != "":
-			return fmt.Errorf("pod %s of zone %s runs on Node %s (zone %q), want it unscheduled: its zone's Nodes are tainted", p.Name, zone, node, nodeZones[node])
-		case !scheduled:
 		case node == "":
 			return fmt.Errorf("pod %s of zone %s is not scheduled (%s)", p.Name, zone, p.Status.Phase)
 		case nodeZones[node] != zone:
