@@ -50,7 +50,7 @@ func (c *handoffSink) Offer(_ string, m *v1alpha1.Memcached) {
 	if c.kube != nil {
 		c.kube.SetUID(m.UID)
 	}
-	c.runner.Update(m.Status.Handoffs, m.Status.SlotTable.Slots)
+	c.runner.UpdateZones(m.Status.Handoffs, m.Status.Tables())
 }
 
 // Refuse does nothing: a status that cannot be read leaves the copies as

@@ -1,7 +1,9 @@
 package memcached
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -154,7 +156,31 @@ func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
 		st.Handoffs = pl.p.Status.Handoffs
+	case keepWarm(pl.spec) && pl.zones != nil:
+		st.Handoffs = zoneHandoffs(pl)
 	case keepWarm(pl.spec):
 		st.Handoffs = slots.Handoffs(pl.obs.slotTable.Slots, pl.assigned, pl.size, pl.p.Status.Handoffs, pl.pods, pl.obs.reports)
 	}
+}
+
+// zoneHandoffs are the hand-offs of every zone, each decided within its
+// zone from its own table and Pods (a leaving Pod's items go to the Pods
+// of its zone), marked with the zone, sorted by Pod name as one table's
+// are.
+func zoneHandoffs(pl *plan) []v1alpha1.Handoff {
+	var out []v1alpha1.Handoff
+	for _, z := range pl.zones {
+		var prev []v1alpha1.Handoff
+		for _, h := range pl.p.Status.Handoffs {
+			if h.Zone == z.name {
+				prev = append(prev, h)
+			}
+		}
+		for _, h := range slots.Handoffs(z.prev.Slots, z.assigned, pl.size, prev, z.pods, pl.obs.reports) {
+			h.Zone = z.name
+			out = append(out, h)
+		}
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
+	return out
 }

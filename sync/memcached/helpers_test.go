@@ -279,6 +279,8 @@ type fixture struct {
 	slotTable  *v1alpha1.SlotTable // the parent's observed slot table
 	// zones are the parent's observed status.zones.
 	zones []v1alpha1.ZoneStatus
+	// handoffs are the parent's observed status.handoffs.
+	handoffs []v1alpha1.Handoff
 	// statusAddresses are the parent's observed status.slotAddresses.
 	statusAddresses []string
 	children        []any              // more observed children (beside the Deployment)
@@ -479,6 +481,9 @@ func (f fixture) body(t *testing.T) []byte {
 	if f.zones != nil {
 		parent["status"].(map[string]any)["zones"] = f.zones
 	}
+	if f.handoffs != nil {
+		parent["status"].(map[string]any)["handoffs"] = f.handoffs
+	}
 	kinds := f.kinds
 	if kinds == nil {
 		kinds = []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey}
@@ -524,6 +529,12 @@ func (f fixture) body(t *testing.T) []byte {
 		"related":    map[string]any{metacontroller.PodKey: pods},
 		"finalizing": f.finalizing,
 	})
+}
+
+// withHandoffs is the fixture with the status's hand-offs.
+func (f fixture) withHandoffs(hs []v1alpha1.Handoff) fixture {
+	f.handoffs = hs
+	return f
 }
 
 // object builds the observed Deployment.

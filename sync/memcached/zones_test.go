@@ -360,7 +360,6 @@ func TestZonesRefused(t *testing.T) {
 		{"auth", `{"zones":{"names":["a"]},"auth":{"secretName":"s"}}`, "zones cannot be used with tls or auth"},
 		{"discovery", `{"zones":{"names":["a"]},"discovery":{"enabled":true}}`, "zones cannot be used with discovery or stableNames"},
 		{"stable names", `{"zones":{"names":["a"]},"stableNames":{"enabled":true}}`, "zones cannot be used with discovery or stableNames"},
-		{"keepWarm", `{"zones":{"names":["a"]},"rollout":{"keepWarm":true}}`, "zones cannot be used with rollout.keepWarm yet"},
 		{"a zone named proxy", `{"zones":{"names":["proxy"]}}`, "zones.names must be"},
 		{"a zone that would take another's proxy name", `{"zones":{"names":["a","proxy-a"]}}`, "zones.names must be"},
 		{"upper case", `{"zones":{"names":["Zone-A"]}}`, "zones.names must be"},
@@ -436,4 +435,46 @@ func envOf(cs []corev1.Container, container, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestZonesKeepWarm replaces a Pod in zone b with keepWarm: the hand-off
+// names the zone, and its items go to the Pod that took the slot in zone
+// b's table; zone a's and c's tables and Pods are not involved.
+func TestZonesKeepWarm(t *testing.T) {
+	zones := []string{"a", "b", "c"}
+	spec := `{"size":2,"zones":{"names":["a","b","c"]},"rollout":{"keepWarm":true}}`
+	f := zonedFixture(spec, zones, 2, nil)
+	f.kinds = allKinds
+	f.zones = f.run(t, fixedNow).status.Zones
+	// b-1 leaves, and b-2, Ready, takes its place in zone b.
+	for i := range f.pods {
+		if f.pods[i].name == "b-1" {
+			f.pods[i].deleting = true
+		}
+	}
+	f.pods = append(f.pods, pod{name: "b-2", labels: memcached.ZoneSelectorLabels(testName, "b"), ready: true, ip: "10.2.0.9"})
+	a := f.run(t, fixedNow.Add(time.Minute))
+	if c := a.condition(t, "Degraded"); c.Reason != string(memcached.ReasonAsExpected) {
+		t.Fatalf("Degraded is %s: %s", c.Reason, c.Message)
+	}
+	if got, want := slotsOf(a.status.Zones[1].SlotTable), "b-0:Serving b-2:Serving"; got != want {
+		t.Errorf("zone b's slots %q, want %q", got, want)
+	}
+	if len(a.status.Handoffs) != 1 {
+		t.Fatalf("hand-offs %+v, want b-1's alone", a.status.Handoffs)
+	}
+	h := a.status.Handoffs[0]
+	to, ip, _ := h.Successor()
+	if h.Pod != "b-1" || h.Zone != "b" || h.Reason != v1alpha1.HandoffReplaced || to != "b-2" || ip != "10.2.0.9" {
+		t.Errorf("hand-off %+v, want b-1 Replaced in zone b, to b-2 at 10.2.0.9", h)
+	}
+	if _, ok := findChildNamed(a, "Deployment", testName+"-agent"); !ok {
+		t.Errorf("no agent Deployment to copy the items: %v", childNames(a))
+	}
+	// The next sync carries the entry forward, in its zone.
+	f.zones, f.conditions = a.status.Zones, a.status.Conditions
+	again := f.withHandoffs(a.status.Handoffs).run(t, fixedNow.Add(2*time.Minute))
+	if !cmp.Equal(again.status.Handoffs, a.status.Handoffs) {
+		t.Errorf("the next sync changed the hand-offs:\n%s", cmp.Diff(a.status.Handoffs, again.status.Handoffs))
+	}
 }

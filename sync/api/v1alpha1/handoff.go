@@ -60,3 +60,17 @@ func (h Handoff) slotFor(r HandoffReason) (int32, bool) {
 	}
 	return *h.Slot, true
 }
+
+// Tables are the status's slot tables by zone, as a hand-off's Zone names
+// them: each zone's (status.zones), or, without zones, the one table under
+// "".
+func (st *MemcachedStatus) Tables() map[string][]Slot {
+	if len(st.Zones) == 0 {
+		return map[string][]Slot{"": st.SlotTable.Slots}
+	}
+	out := make(map[string][]Slot, len(st.Zones))
+	for _, z := range st.Zones {
+		out[z.Name] = z.SlotTable.Slots
+	}
+	return out
+}

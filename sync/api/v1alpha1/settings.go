@@ -385,14 +385,6 @@ var zonesRules = []Rule{{
 		return s.Zones == nil || ((s.Discovery == nil || !s.Discovery.Enabled) && (s.StableNames == nil || !s.StableNames.Enabled))
 	},
 }, {
-	On:      "spec",
-	Field:   ".zones",
-	CEL:     "!has(self.zones) || !has(self.rollout) || !has(self.rollout.keepWarm) || !self.rollout.keepWarm",
-	Message: "zones cannot be used with rollout.keepWarm yet: the agent's hand-offs follow one slot table, and a zone has its own",
-	Holds: func(m *Memcached) bool {
-		return m.Spec.Zones == nil || m.Spec.Rollout == nil || !m.Spec.Rollout.KeepWarm
-	},
-}, {
 	On:      "",
 	Field:   ".metadata.name",
 	CEL:     fmt.Sprintf("!has(self.spec.zones) || self.metadata.name.size() <= %d", dns1035LabelMaxLen-len(ProxySuffix)),

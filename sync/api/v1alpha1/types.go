@@ -703,6 +703,11 @@ type Handoff struct {
 	// on).
 	Reason HandoffReason `json:"reason"`
 
+	// Zone is the zone whose slot table Slot and To are of (spec.zones):
+	// hand-offs stay within their zone. Empty without zones.
+	// +optional
+	Zone string `json:"zone,omitempty"`
+
 	// Slot is the slot whose keys the items belong to now, and To the Pod
 	// that holds it now (Replaced, Waiting, Moved): for Replaced, the Pod
 	// that took the slot or, if that one left too, the next. For Grown,

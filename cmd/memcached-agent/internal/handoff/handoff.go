@@ -139,10 +139,11 @@ type Runner struct {
 	observer Observer
 	logger   *slog.Logger
 
-	// table is the slot table of the last status: every route reads it
-	// as it changes (a Replaced slot's holder, where a Removed, Moved or
-	// Grown item's key hashes).
-	table atomic.Pointer[[]v1alpha1.Slot]
+	// tables are the slot tables of the last status, by zone ("" without
+	// zones): every route reads its hand-off's zone's as it changes (a
+	// Replaced slot's holder, where a Removed, Moved or Grown item's key
+	// hashes).
+	tables atomic.Pointer[map[string][]v1alpha1.Slot]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -208,8 +209,17 @@ func wanted(h v1alpha1.Handoff) bool {
 // or changed, and forgets the reports of Pods no longer listed. It never
 // blocks on a copy.
 func (r *Runner) Update(handoffs []v1alpha1.Handoff, table []v1alpha1.Slot) {
-	t := slices.Clone(table)
-	r.table.Store(&t)
+	r.UpdateZones(handoffs, map[string][]v1alpha1.Slot{"": table})
+}
+
+// UpdateZones is Update for a status with a slot table per zone
+// (MemcachedStatus.Tables): each hand-off routes by its zone's.
+func (r *Runner) UpdateZones(handoffs []v1alpha1.Handoff, tables map[string][]v1alpha1.Slot) {
+	t := make(map[string][]v1alpha1.Slot, len(tables))
+	for zone, table := range tables {
+		t[zone] = slices.Clone(table)
+	}
+	r.tables.Store(&t)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
@@ -372,6 +382,15 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 	r.copy(ctx, log, h, source, rt)
 }
 
+// table is the slot table of a zone ("" without zones) in the last status,
+// nil when it has none.
+func (r *Runner) table(zone string) []v1alpha1.Slot {
+	if t := r.tables.Load(); t != nil {
+		return (*t)[zone]
+	}
+	return nil
+}
+
 // holder routes a Replaced Pod's items to the Pod that holds its slot in
 // the slot table as it is now, when that Pod is Serving and is not the
 // source: after the settle, a status that landed since may name another
@@ -381,7 +400,7 @@ func (r *Runner) holder(h v1alpha1.Handoff) route {
 	taken, _ := h.TakenSlot()
 	slot := int(taken)
 	return func(string) (destination, bool) {
-		table := *r.table.Load()
+		table := r.table(h.Zone)
 		if slot >= len(table) {
 			return destination{}, false
 		}
@@ -398,7 +417,7 @@ func (r *Runner) holder(h v1alpha1.Handoff) route {
 // every slot, in order), when that slot is Serving and not the source.
 func (r *Runner) place(h v1alpha1.Handoff) route {
 	return func(key string) (destination, bool) {
-		table := *r.table.Load()
+		table := r.table(h.Zone)
 		if len(table) == 0 {
 			return destination{}, false
 		}
@@ -422,7 +441,7 @@ func (r *Runner) added(h v1alpha1.Handoff) route {
 	firstAdded, _ := h.FirstAdded()
 	first := int(firstAdded)
 	return func(key string) (destination, bool) {
-		table := *r.table.Load()
+		table := r.table(h.Zone)
 		if len(table) == 0 {
 			return destination{stay: true}, false
 		}
