@@ -69,6 +69,9 @@ func AgentName(name string) string { return name + AgentSuffix }
 //
 // ParseReportKey reads a key back; nothing else takes one apart.
 func ReportKey(h v1alpha1.Handoff) string {
+	if s, to, _, ok := h.Refilled(); ok {
+		return h.Pod + reportKeySep + strconv.Itoa(int(s)) + reportKeySep + to + reportKeySep + h.Zone
+	}
 	if s, ok := h.MovedInto(); ok {
 		return h.Pod + reportKeySep + strconv.Itoa(int(s))
 	}
@@ -84,20 +87,24 @@ const reportKeySep = "_"
 // Reported is what a report key names (ParseReportKey): the hand-off's
 // Pod and, for a Pod that stays, its reason (Moved, Grown) and slot (the
 // slot it moved into, the first slot added), and for Grown the first
-// added slot's Pod (To). A leaving Pod's key (Replaced, Removed, NoSlot)
-// names the Pod alone: Reason is empty.
+// added slot's Pod (To). A Refill's names the source Pod, the slot, the
+// Pod filled and its zone: a source fills one Pod at a time, and the same
+// slot again later is another Pod. A leaving Pod's key (Replaced,
+// Removed, NoSlot) names the Pod alone: Reason is empty.
 type Reported struct {
 	Pod    string
 	Reason v1alpha1.HandoffReason
 	Slot   int32
 	To     string
+	// Zone is a Refill's: the zone of the Pod filled (To).
+	Zone string
 }
 
 // ParseReportKey reads a key ReportKey made, and tells whether it is one.
 func ParseReportKey(key string) (Reported, bool) {
 	parts := strings.Split(key, reportKeySep)
 	r := Reported{Pod: parts[0]}
-	if r.Pod == "" || len(parts) > 3 {
+	if r.Pod == "" || len(parts) > 4 {
 		return Reported{}, false
 	}
 	if len(parts) == 1 {
@@ -108,8 +115,14 @@ func ParseReportKey(key string) (Reported, bool) {
 		return Reported{}, false
 	}
 	r.Slot, r.Reason = int32(slot), v1alpha1.HandoffMoved
-	if len(parts) == 3 {
+	switch len(parts) {
+	case 3:
 		r.Reason, r.To = v1alpha1.HandoffGrown, parts[2]
+	case 4:
+		if parts[2] == "" || parts[3] == "" {
+			return Reported{}, false
+		}
+		r.Reason, r.To, r.Zone = v1alpha1.HandoffRefill, parts[2], parts[3]
 	}
 	return r, true
 }

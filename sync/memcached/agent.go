@@ -66,8 +66,9 @@ func agentMeta(p *metacontroller.Parent, name string) metav1.ObjectMeta {
 }
 
 // agentWanted tells whether the Memcached runs the agent Deployment: to
-// serve the configuration endpoint, or to hand leaving Pods' items on.
-func agentWanted(s *v1alpha1.MemcachedSpec) bool { return discoveryEnabled(s) || keepWarm(s) }
+// serve the configuration endpoint, or to hand Pods' items on (keepWarm,
+// and with zones the refills).
+func agentWanted(s *v1alpha1.MemcachedSpec) bool { return discoveryEnabled(s) || handsOff(s) }
 
 // agentIdentityWanted tells whether an agent runs anywhere: in its
 // Deployment, or beside the proxies (writing their pool). Either needs the

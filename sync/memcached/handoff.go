@@ -76,8 +76,12 @@ func keepWarm(s *v1alpha1.MemcachedSpec) bool {
 	return s.Rollout != nil && s.Rollout.KeepWarm
 }
 
+// handsOff tells whether the agent hands items on: keepWarm's hand-offs,
+// or, with zones, the refills of slots taken cold.
+func handsOff(s *v1alpha1.MemcachedSpec) bool { return keepWarm(s) || zoned(s) }
+
 func (handoff) agentKinds(s *v1alpha1.MemcachedSpec) []string {
-	if keepWarm(s) {
+	if handsOff(s) {
 		return []string{ConfigMapKey}
 	}
 	return nil
@@ -108,7 +112,7 @@ func (handoff) agentPod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 // reads it), and the events that tell users what was handed on. Events
 // cannot be limited by name: they are made, not updated.
 func (handoff) agentRules(d *desire) []rbacv1.PolicyRule {
-	if !keepWarm(d.s) {
+	if !handsOff(d.s) {
 		return nil
 	}
 	return []rbacv1.PolicyRule{{
@@ -127,7 +131,7 @@ func (handoff) agentRules(d *desire) []rbacv1.PolicyRule {
 // writes it, and since the hook never sets it, Metacontroller's three-way
 // merge leaves it alone.
 func (handoff) besideAgent(d *desire) []any {
-	if !keepWarm(d.s) {
+	if !handsOff(d.s) {
 		return nil
 	}
 	return []any{corev1.ConfigMap{
@@ -156,8 +160,14 @@ func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
 		st.Handoffs = pl.p.Status.Handoffs
-	case keepWarm(pl.spec) && pl.zones != nil:
-		st.Handoffs = zoneHandoffs(pl)
+	case pl.zones != nil:
+		var hs []v1alpha1.Handoff
+		if keepWarm(pl.spec) {
+			hs = zoneHandoffs(pl)
+		}
+		hs = append(hs, zoneRefills(pl, hs)...)
+		slices.SortFunc(hs, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
+		st.Handoffs = hs
 	case keepWarm(pl.spec):
 		st.Handoffs = slots.Handoffs(pl.obs.slotTable.Slots, pl.assigned, pl.size, pl.p.Status.Handoffs, pl.pods, pl.obs.reports)
 	}

@@ -259,3 +259,130 @@ func readyWithIP(pods []metacontroller.Pod) int {
 	}
 	return n
 }
+
+// Warm after a loss: a slot's keys are the same in every zone, so a Pod
+// that takes a slot with no Pod to hand it over (its predecessor was lost
+// without grace, left without keepWarm, or its memcached restarted empty;
+// or its zone was just added) is filled from the Pod that holds the same
+// slot in another zone: a Refill hand-off, which the agent runs as it runs
+// the others (copying in add mode, so nothing the filled Pod was written
+// since is overwritten).
+//
+// It is decided once, in the sync where the slot changes hands (as every
+// hand-off is), and carried forward until the copy ends or either Pod
+// stops serving the slot. The source is a Pod that served the slot in the
+// table before and still does, in a zone whose table has as many slots
+// (so that its items of the slot are the keys the slot has in the filled
+// zone), and that hands nothing on already: one copy a source at a time
+// (the agent runs one job a Pod). A slot that finds no such source starts
+// cold, as it would without zones. When a whole Memcached is made, or a
+// scale-up adds slots in every zone, no zone has the slot's keys: nothing
+// is filled.
+
+// zoneRefills are the Refill hand-offs of this sync, beside the zones'
+// other hand-offs (which keep their sources busy).
+func zoneRefills(pl *plan, others []v1alpha1.Handoff) []v1alpha1.Handoff {
+	busy, filled := map[string]bool{}, map[string]bool{}
+	for _, h := range others {
+		busy[h.Pod] = true
+	}
+	tables := map[string][]v1alpha1.Slot{}
+	for _, z := range pl.zones {
+		tables[z.name] = z.assigned.Slots
+	}
+	var out []v1alpha1.Handoff
+	for _, h := range pl.p.Status.Handoffs {
+		if h, ok := carriedRefill(h, tables, pl.obs.reports); ok && !busy[h.Pod] && !filled[h.To] {
+			out = append(out, h)
+			busy[h.Pod], filled[h.To] = true, true
+		}
+	}
+	for _, z := range pl.zones {
+		for s, e := range z.assigned.Slots {
+			if e.State != v1alpha1.SlotServing || e.IP == "" || filled[e.Pod] || !takenCold(z, s, e, others) {
+				continue
+			}
+			for _, y := range pl.zones {
+				src, ok := refillSource(y, z, s)
+				if !ok || busy[src.Pod] || filled[src.Pod] {
+					continue
+				}
+				out = append(out, v1alpha1.Handoff{Pod: src.Pod, IP: src.IP, Reason: v1alpha1.HandoffRefill, Zone: z.name,
+					Slot: ptr(int32(s)), To: e.Pod, ToIP: e.IP})
+				busy[src.Pod], filled[e.Pod] = true, true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// takenCold tells whether e, Serving at slot s of zone z, took it this
+// sync with nothing handed over: the slot was empty or another Pod's (or
+// e's, not serving: its memcached may have restarted empty), and no
+// hand-off of the zone gives e the slot's items. A slot a scale-up added
+// is not one: no zone has its keys yet.
+func takenCold(z zonePlan, s int, e v1alpha1.Slot, handoffs []v1alpha1.Handoff) bool {
+	var before v1alpha1.Slot
+	switch {
+	case s < len(z.prev.Slots):
+		before = z.prev.Slots[s]
+	case len(z.prev.Slots) > 0:
+		return false
+	}
+	if before.Pod == e.Pod && before.State == v1alpha1.SlotServing {
+		return false
+	}
+	for _, h := range handoffs {
+		if to, _, ok := h.Successor(); ok && h.Zone == z.name && to == e.Pod {
+			return false
+		}
+	}
+	return true
+}
+
+// refillSource is the Pod of zone y that can fill slot s of zone z: it
+// served the slot before this sync and still does, and y's table has as
+// many slots as z's.
+func refillSource(y, z zonePlan, s int) (v1alpha1.Slot, bool) {
+	if y.name == z.name || len(y.assigned.Slots) != len(z.assigned.Slots) || s >= len(y.prev.Slots) {
+		return v1alpha1.Slot{}, false
+	}
+	src, was := y.assigned.Slots[s], y.prev.Slots[s]
+	if src.State != v1alpha1.SlotServing || src.IP == "" || was.State != v1alpha1.SlotServing || was.Pod != src.Pod || was.IP != src.IP {
+		return v1alpha1.Slot{}, false
+	}
+	return src, true
+}
+
+// carriedRefill is a Refill the status held, with the agent's progress,
+// while it still stands: the filled Pod serves the slot in its zone, the
+// source serves it in another zone of as many slots, and the copy has not
+// ended.
+func carriedRefill(h v1alpha1.Handoff, tables map[string][]v1alpha1.Slot, reports map[string]v1alpha1.HandoffProgress) (v1alpha1.Handoff, bool) {
+	s, to, toIP, ok := h.Refilled()
+	if !ok {
+		return h, false
+	}
+	serves := func(table []v1alpha1.Slot, pod, ip string) bool {
+		return int(s) < len(table) && table[s].State == v1alpha1.SlotServing && table[s].Pod == pod && table[s].IP == ip
+	}
+	if !serves(tables[h.Zone], to, toIP) {
+		return h, false
+	}
+	source := false
+	for zone, table := range tables {
+		source = source || (zone != h.Zone && len(table) == len(tables[h.Zone]) && serves(table, h.Pod, h.IP))
+	}
+	if !source {
+		return h, false
+	}
+	h.Progress = nil
+	if r, ok := reports[contract.ReportKey(h)]; ok {
+		if r.State == v1alpha1.HandoffDone || r.State == v1alpha1.HandoffFailed {
+			return h, false
+		}
+		h.Progress = &r
+	}
+	return h, true
+}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -476,5 +477,138 @@ func TestZonesKeepWarm(t *testing.T) {
 	again := f.withHandoffs(a.status.Handoffs).run(t, fixedNow.Add(2*time.Minute))
 	if !cmp.Equal(again.status.Handoffs, a.status.Handoffs) {
 		t.Errorf("the next sync changed the hand-offs:\n%s", cmp.Diff(a.status.Handoffs, again.status.Handoffs))
+	}
+}
+
+// refills are a status's Refill hand-offs as "source slot->filled@zone".
+func refills(hs []v1alpha1.Handoff) []string {
+	var out []string
+	for _, h := range hs {
+		if s, to, _, ok := h.Refilled(); ok {
+			out = append(out, fmt.Sprintf("%s %d->%s@%s", h.Pod, s, to, h.Zone))
+		}
+	}
+	return out
+}
+
+// TestZonesRefill: a slot taken with nothing handed over is filled from
+// the same slot of another zone, once, and only then.
+func TestZonesRefill(t *testing.T) {
+	zones := []string{"a", "b", "c"}
+	newPod := func(name, zone, ip string) pod {
+		return pod{name: name, labels: memcached.ZoneSelectorLabels(testName, zone), ready: true, ip: ip}
+	}
+	tests := []struct {
+		name   string
+		spec   string
+		change func(f *fixture)
+		want   []string
+	}{{
+		name:   "nothing changed",
+		change: func(*fixture) {},
+	}, {
+		name: "a Pod lost without grace, its replacement Ready: filled from zone a",
+		change: func(f *fixture) {
+			f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "b-1" })
+			f.pods = append(f.pods, newPod("b-2", "b", "10.2.0.9"))
+		},
+		want: []string{"a-1 1->b-2@b"},
+	}, {
+		name: "the same slot lost in two zones: one source a Pod, the other starts cold",
+		change: func(f *fixture) {
+			f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "a-1" || p.name == "b-1" })
+			f.pods = append(f.pods, newPod("a-2", "a", "10.1.0.9"), newPod("b-2", "b", "10.2.0.9"))
+		},
+		want: []string{"c-1 1->a-2@a"},
+	}, {
+		name: "a zone added: each of its slots filled from the first zone that has it",
+		spec: `{"size":2,"zones":{"names":["a","b","c","d"]}}`,
+		change: func(f *fixture) {
+			f.pods = append(f.pods, newPod("d-0", "d", "10.4.0.1"), newPod("d-1", "d", "10.4.0.2"))
+			f.zoneDeployments["d"] = convergedDeploy(2)
+		},
+		want: []string{"a-0 0->d-0@d", "a-1 1->d-1@d"},
+	}, {
+		name: "a scale-up adds slots in every zone: no zone has their keys",
+		spec: `{"size":3,"zones":{"names":["a","b","c"]}}`,
+		change: func(f *fixture) {
+			f.pods = append(f.pods, newPod("a-2", "a", "10.1.0.9"), newPod("b-2", "b", "10.2.0.9"), newPod("c-2", "c", "10.3.0.9"))
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := zonedFixture(zonesSpec, zones, 2, nil)
+			first := f.run(t, fixedNow)
+			if got := refills(first.status.Handoffs); got != nil {
+				t.Fatalf("a Memcached made fills %v, want nothing: no zone has keys yet", got)
+			}
+			f.zones, f.conditions = first.status.Zones, first.status.Conditions
+			if tt.spec != "" {
+				f.spec = tt.spec
+			}
+			tt.change(&f)
+			a := f.run(t, fixedNow.Add(time.Minute))
+			if got := refills(a.status.Handoffs); !slices.Equal(got, tt.want) {
+				t.Errorf("refills %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestZonesRefillCarried: a refill is carried forward, with the agent's
+// progress, until the agent reports it ended, or the filled Pod stops
+// serving its slot.
+func TestZonesRefillCarried(t *testing.T) {
+	zones := []string{"a", "b", "c"}
+	f := zonedFixture(zonesSpec, zones, 2, nil)
+	first := f.run(t, fixedNow)
+	f.zones, f.conditions = first.status.Zones, first.status.Conditions
+	f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "b-1" })
+	f.pods = append(f.pods, pod{name: "b-2", labels: memcached.ZoneSelectorLabels(testName, "b"), ready: true, ip: "10.2.0.9"})
+	a := f.run(t, fixedNow.Add(time.Minute))
+	if len(a.status.Handoffs) != 1 {
+		t.Fatalf("hand-offs %+v, want one refill", a.status.Handoffs)
+	}
+	h := a.status.Handoffs[0]
+	f.zones, f.conditions, f.handoffs = a.status.Zones, a.status.Conditions, a.status.Handoffs
+	report := func(state v1alpha1.HandoffState) any {
+		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": testName + "-agent", "namespace": testNamespace},
+			"data":     map[string]string{contract.ReportKey(h): fmt.Sprintf(`{"state":%q,"items":5}`, state)}}
+	}
+	tests := []struct {
+		name     string
+		children []any
+		change   func(f *fixture)
+		want     []string
+		wantProg v1alpha1.HandoffState
+	}{
+		{name: "nothing reported: carried", want: []string{"a-1 1->b-2@b"}},
+		{name: "copying: carried with its progress", children: []any{report(v1alpha1.HandoffCopying)}, want: []string{"a-1 1->b-2@b"}, wantProg: v1alpha1.HandoffCopying},
+		{name: "done: ends", children: []any{report(v1alpha1.HandoffDone)}},
+		{name: "failed: ends", children: []any{report(v1alpha1.HandoffFailed)}},
+		{name: "the filled Pod lost: ends", change: func(f *fixture) {
+			f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "b-2" })
+		}},
+		{name: "the source lost: ends", change: func(f *fixture) {
+			f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "a-1" })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := f
+			g.pods = slices.Clone(f.pods)
+			g.children = tt.children
+			if tt.change != nil {
+				tt.change(&g)
+			}
+			got := g.run(t, fixedNow.Add(2*time.Minute)).status.Handoffs
+			if r := refills(got); !slices.Equal(r, tt.want) {
+				t.Fatalf("refills %q, want %q", r, tt.want)
+			}
+			if tt.wantProg != "" && (got[0].Progress == nil || got[0].Progress.State != tt.wantProg || got[0].Progress.Items != 5) {
+				t.Errorf("progress %+v, want %s with 5 items", got[0].Progress, tt.wantProg)
+			}
+		})
 	}
 }

@@ -53,6 +53,18 @@ func (h Handoff) Planned() bool {
 	return ok && h.To != ""
 }
 
+// Refilled is a Refill entry's slot and the Pod filled, with its address:
+// the Pod that took the slot in zone Zone with no Pod to hand it over. The
+// entry's Pod holds the same slot in another zone and stays; its items of
+// the slot are copied to the filled Pod.
+func (h Handoff) Refilled() (slot int32, pod, ip string, ok bool) {
+	s, ok := h.slotFor(HandoffRefill)
+	if !ok || h.To == "" {
+		return 0, "", "", false
+	}
+	return s, h.To, h.ToIP, true
+}
+
 // slotFor is Slot when the entry's reason is r.
 func (h Handoff) slotFor(r HandoffReason) (int32, bool) {
 	if h.Reason != r || h.Slot == nil {

@@ -699,8 +699,10 @@ type Handoff struct {
 	// where their keys now hash), Grown (it stays; slots were added from
 	// Slot on, and each of its items whose key now hashes to one of them
 	// goes there, and leaves it), Waiting (its slot waits for a Ready Pod;
-	// nothing is copied yet) or NoSlot (it held no slot: nothing to hand
-	// on).
+	// nothing is copied yet), NoSlot (it held no slot: nothing to hand
+	// on) or Refill (spec.zones: it stays; it holds slot Slot in another
+	// zone, and To, which took that slot in zone Zone with no Pod to hand
+	// it over, is filled with its items of the slot).
 	Reason HandoffReason `json:"reason"`
 
 	// Zone is the zone whose slot table Slot and To are of (spec.zones):
@@ -729,7 +731,7 @@ type Handoff struct {
 // leaving Pod's (Replaced, Removed, Waiting, NoSlot) or a staying Pod's
 // (Moved, Grown). What the entry's Slot and To mean depends on it
 // (TakenSlot, HeldSlot, MovedInto, FirstAdded).
-// +kubebuilder:validation:Enum=Replaced;Removed;Moved;Grown;Waiting;NoSlot
+// +kubebuilder:validation:Enum=Replaced;Removed;Moved;Grown;Waiting;NoSlot;Refill
 type HandoffReason string
 
 // The hand-off reasons.
@@ -740,6 +742,7 @@ const (
 	HandoffGrown    HandoffReason = "Grown"
 	HandoffWaiting  HandoffReason = "Waiting"
 	HandoffNoSlot   HandoffReason = "NoSlot"
+	HandoffRefill   HandoffReason = "Refill"
 )
 
 // HandoffState is where a copy is: the agent writes it, the hook carries

@@ -200,6 +200,9 @@ func wanted(h v1alpha1.Handoff) bool {
 	case v1alpha1.HandoffGrown:
 		// Listed unplanned until every added slot serves.
 		return h.Pod != "" && h.Planned()
+	case v1alpha1.HandoffRefill:
+		_, _, _, ok := h.Refilled()
+		return h.Pod != "" && ok
 	}
 	return false
 }
@@ -357,7 +360,9 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		return
 	}
 
-	if r.opts.ClientMove > 0 {
+	// A Refill's Pod took its slot a while ago, and its clients with it:
+	// nothing to wait for.
+	if r.opts.ClientMove > 0 && h.Reason != v1alpha1.HandoffRefill {
 		log.Debug("waiting for clients to move to the slot's new owner", "settle", r.opts.ClientMove)
 		select {
 		case <-ctx.Done():
@@ -376,6 +381,8 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		rt = r.holder(h)
 	case v1alpha1.HandoffGrown:
 		rt = r.added(h)
+	case v1alpha1.HandoffRefill:
+		rt = r.refill(h)
 	default:
 		rt = r.place(h)
 	}
@@ -426,6 +433,28 @@ func (r *Runner) place(h v1alpha1.Handoff) route {
 			return destination{}, false
 		}
 		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+	}
+}
+
+// refill routes a Refill source's items: each whose key hashes, in the
+// filled zone's table as it is now, to the slot the entry fills goes to
+// the Pod that holds it there, while that is still the Pod the entry
+// fills and it serves. The others stay: the source holds the same slot in
+// its own zone, so an item whose key hashes elsewhere is one it kept from
+// an earlier change, which copied could put an older value back.
+func (r *Runner) refill(h v1alpha1.Handoff) route {
+	s, to, toIP, _ := h.Refilled()
+	slot := int(s)
+	return func(key string) (destination, bool) {
+		table := r.table(h.Zone)
+		if slot >= len(table) || slots.Place([]byte(key), len(table)) != slot {
+			return destination{stay: true}, false
+		}
+		e := table[slot]
+		if e.State != v1alpha1.SlotServing || e.Pod != to || e.IP != toIP || e.IP == h.IP {
+			return destination{}, false
+		}
+		return destination{addr: net.JoinHostPort(e.IP, strconv.Itoa(r.opts.Port)), pod: e.Pod}, true
 	}
 }
 

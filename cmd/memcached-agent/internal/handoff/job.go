@@ -22,7 +22,7 @@ import (
 // source and reports: copyJob's phases, in order.
 func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string, rt route) {
 	j := &copyJob{r: r, ctx: ctx, log: log, h: h, id: jobID(h), source: source,
-		leaving: h.Reason != v1alpha1.HandoffMoved && h.Reason != v1alpha1.HandoffGrown}
+		leaving: !staysOn(h.Reason)}
 	defer j.closeControl()
 	if !j.lock() {
 		return
@@ -33,6 +33,12 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	}
 	j.conclude(err)
 	j.endForwarding(err)
+}
+
+// staysOn tells whether a hand-off's source stays and keeps serving
+// (Moved, Grown, Refill): it gets no DoneKey and is not forwarded.
+func staysOn(r v1alpha1.HandoffReason) bool {
+	return r == v1alpha1.HandoffMoved || r == v1alpha1.HandoffGrown || r == v1alpha1.HandoffRefill
 }
 
 // copyJob is one hand-off's copy, as Runner.copy runs it: its source and

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"github.com/example/memcached-operator/sync/contract"
 	"testing"
 	"time"
 
@@ -48,5 +49,61 @@ func TestZonesRouteByTheirZonesTable(t *testing.T) {
 		if n := newClient(t, s.addr).stat("curr_items"); n != 0 {
 			t.Errorf("zone a's slot %d got %d items of zone b's hand-off", i, n)
 		}
+	}
+}
+
+// TestRefill fills a Pod that took slot 1 of zone a cold from the Pod
+// that holds slot 1 in zone b: the items whose keys hash to slot 1 go to
+// it, a newer value it holds already stays, the source keeps every item
+// and gets no done marker (it stays), and the items of other slots the
+// source kept from earlier changes stay where they are.
+func TestRefill(t *testing.T) {
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	const count, n = 600, 3
+	c := newClient(t, src.addr)
+	var mine []string
+	for i := range count {
+		k := fmt.Sprintf("key-%d", i)
+		c.set(k, []byte("old"), 7, 0)
+		if slots.Place([]byte(k), n) == 1 {
+			mine = append(mine, k)
+		}
+	}
+	// Written to the filled Pod since it took the slot: newer.
+	newClient(t, dst.addr).set(mine[0], []byte("new"), 0, 0)
+
+	zoneA := []v1alpha1.Slot{serving(0, "a-0", "192.0.2.10"), serving(1, "a-1", dst.ip), serving(2, "a-2", "192.0.2.12")}
+	zoneB := []v1alpha1.Slot{serving(0, "b-0", "192.0.2.20"), serving(1, "b-1", src.ip), serving(2, "b-2", "192.0.2.22")}
+	rec := newRecorder()
+	// ClientMove is set: a Refill does not wait for it.
+	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: time.Hour})
+	h := v1alpha1.Handoff{Pod: "b-1", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1), To: "a-1", ToIP: dst.ip}
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA, "b": zoneB})
+	p := rec.final(t, contract.ReportKey(h), 30*time.Second)
+	if want := int64(len(mine) - 1); p.State != v1alpha1.HandoffDone || p.Items != want || p.Skipped != 1 {
+		t.Errorf("final report %+v, want Done, %d items, 1 skipped", p, want)
+	}
+	to := newClient(t, dst.addr)
+	for i, k := range mine {
+		g, ok := to.get(k)
+		want := "old"
+		if i == 0 {
+			want = "new"
+		}
+		if !ok || string(g.value) != want {
+			t.Errorf("filled Pod's %s = %q (%v), want %q", k, g.value, ok, want)
+		}
+	}
+	if got := to.stat("curr_items"); got != int64(len(mine)) {
+		t.Errorf("filled Pod holds %d items, want slot 1's %d alone", got, len(mine))
+	}
+	for i := range count {
+		if _, ok := c.get(fmt.Sprintf("key-%d", i)); !ok {
+			t.Errorf("the source lost key-%d: it stays, and keeps its items", i)
+		}
+	}
+	if _, ok := c.get(contract.DoneKey); ok {
+		t.Error("the source got the done marker: it does not leave")
 	}
 }
