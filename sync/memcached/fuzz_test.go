@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/test/testutil"
@@ -25,6 +26,16 @@ func FuzzSync(f *testing.F) {
 	for _, rel := range testutil.CaptureNames(f) {
 		f.Add([]byte(testutil.LoadCapture(f, rel).Request))
 	}
+	// A Memcached with zones, keepWarm and a refill under way: no capture
+	// has one.
+	zones := []string{"a", "b"}
+	z := zonedFixture(`{"size":2,"zones":{"names":["a","b"]},"rollout":{"keepWarm":true}}`, zones, 2, []v1alpha1.ZoneStatus{
+		{Name: "a", SlotTable: v1alpha1.SlotTable{Version: 1, Slots: []v1alpha1.Slot{{Slot: 0, Pod: "a-0", IP: "10.1.0.1", State: v1alpha1.SlotServing}, {Slot: 1, State: v1alpha1.SlotEmpty}}}},
+		{Name: "b", SlotTable: v1alpha1.SlotTable{Version: 1, Slots: []v1alpha1.Slot{{Slot: 0, Pod: "b-0", IP: "10.2.0.1", State: v1alpha1.SlotServing}, {Slot: 1, Pod: "b-1", IP: "10.2.0.2", State: v1alpha1.SlotServing}}}},
+	})
+	one := int32(1)
+	z.handoffs = []v1alpha1.Handoff{{Pod: "b-1", IP: "10.2.0.2", Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: &one, To: "a-1", ToIP: "10.1.0.2"}}
+	f.Add(z.body(f))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if req, err := metacontroller.DecodeCustomizeRequest(body); err == nil {
 			resp, err := memcached.Customize(req)

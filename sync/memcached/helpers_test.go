@@ -447,7 +447,7 @@ func (p pod) object() corev1.Pod {
 }
 
 // body is the fixture as the JSON body of a sync call, keyed as hook v2 does.
-func (f fixture) body(t *testing.T) []byte {
+func (f fixture) body(t testing.TB) []byte {
 	t.Helper()
 	gen := f.generation
 	if gen == 0 {
