@@ -268,6 +268,14 @@ func readyWithIP(pods []metacontroller.Pod) int {
 // the others (copying in add mode, so nothing the filled Pod was written
 // since is overwritten).
 //
+// A Pod that comes back to its own slot (it was not Ready: unreachable,
+// or its memcached restarted) is filled too, and emptied first (Flush):
+// while it was away the other zones took writes and deletes it missed,
+// and adding the source's items on top would keep its older values and
+// the keys deleted meanwhile. This is what bounds a partition's harm to
+// the time the zone's Pods stay Ready while cut off (see "What replication
+// does not promise" in sync/api/v1alpha1/README.md).
+//
 // It is decided once, in the sync where the slot changes hands (as every
 // hand-off is), and carried forward until the copy ends or either Pod
 // stops serving the slot. The source is a Pod that served the slot in the
@@ -302,13 +310,16 @@ func zoneRefills(pl *plan, others []v1alpha1.Handoff) []v1alpha1.Handoff {
 			if e.State != v1alpha1.SlotServing || e.IP == "" || filled[e.Pod] || !takenCold(z, s, e, others) {
 				continue
 			}
+			// Back in its own slot: it may hold values the other zones
+			// changed meanwhile.
+			back := s < len(z.prev.Slots) && z.prev.Slots[s].Pod == e.Pod
 			for _, y := range pl.zones {
 				src, ok := refillSource(y, z, s)
 				if !ok || busy[src.Pod] || filled[src.Pod] {
 					continue
 				}
 				out = append(out, v1alpha1.Handoff{Pod: src.Pod, IP: src.IP, Reason: v1alpha1.HandoffRefill, Zone: z.name,
-					Slot: ptr(int32(s)), To: e.Pod, ToIP: e.IP})
+					Slot: ptr(int32(s)), To: e.Pod, ToIP: e.IP, Flush: back})
 				busy[src.Pod], filled[e.Pod] = true, true
 				break
 			}

@@ -485,7 +485,11 @@ func refills(hs []v1alpha1.Handoff) []string {
 	var out []string
 	for _, h := range hs {
 		if s, to, _, ok := h.Refilled(); ok {
-			out = append(out, fmt.Sprintf("%s %d->%s@%s", h.Pod, s, to, h.Zone))
+			r := fmt.Sprintf("%s %d->%s@%s", h.Pod, s, to, h.Zone)
+			if h.Flush {
+				r += " flush"
+			}
+			out = append(out, r)
 		}
 	}
 	return out
@@ -528,6 +532,25 @@ func TestZonesRefill(t *testing.T) {
 			f.zoneDeployments["d"] = convergedDeploy(2)
 		},
 		want: []string{"a-0 0->d-0@d", "a-1 1->d-1@d"},
+	}, {
+		name: "a Pod back in its slot after it was not Ready: filled, and emptied first",
+		change: func(f *fixture) {
+			// The sync that saw it not Ready.
+			for i := range f.pods {
+				if f.pods[i].name == "b-1" {
+					f.pods[i].ready = false
+				}
+			}
+			g := *f
+			a := g.run(t, fixedNow.Add(30*time.Second))
+			f.zones, f.conditions = a.status.Zones, a.status.Conditions
+			for i := range f.pods {
+				if f.pods[i].name == "b-1" {
+					f.pods[i].ready = true
+				}
+			}
+		},
+		want: []string{"a-1 1->b-1@b flush"},
 	}, {
 		name: "a scale-up adds slots in every zone: no zone has their keys",
 		spec: `{"size":3,"zones":{"names":["a","b","c"]}}`,

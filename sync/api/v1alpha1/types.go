@@ -722,6 +722,13 @@ type Handoff struct {
 	// +optional
 	ToIP string `json:"toIP,omitempty"`
 
+	// Flush is a Refill's: the Pod filled held the slot before, and came
+	// back to it (it was unreachable, or its memcached restarted). What it
+	// kept may be older than what the other zones were written or told to
+	// delete meanwhile, so the agent empties it before it copies.
+	// +optional
+	Flush bool `json:"flush,omitempty"`
+
 	// Progress is the copy's, as the agent reports it.
 	// +optional
 	Progress *HandoffProgress `json:"progress,omitempty"`

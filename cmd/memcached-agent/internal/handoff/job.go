@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,13 +160,49 @@ func (j *copyJob) bulkCopy(rt route) error {
 	// it stops (forward.go): watching starts here, so that every write it
 	// takes after the copy reads a key is logged.
 	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.leaving)
-	err := cp.run(copyCtx, r.opts.Retries)
+	err := j.emptyFilled(copyCtx)
+	if err == nil {
+		err = cp.run(copyCtx, r.opts.Retries)
+	}
 	stopCopy(nil)
 	wg.Wait()
 	r.handed(j.cnt)
 	j.took = r.opts.Now().Sub(j.start)
 	j.done = progress(v1alpha1.HandoffDone, j.cnt, j.took, summary(j.cnt))
 	return err
+}
+
+// emptyFilled empties the Pod a Refill fills when the entry says it held
+// the slot before (Handoff.Flush): it was unreachable or its memcached
+// restarted, and what it kept may be older than what the other zones were
+// written or told to delete meanwhile. Adding the source's items on top
+// would leave those; emptied, it misses until the copy reaches a key,
+// never serves an older value. Only the agent that holds the source's
+// lock empties it, once, before its copy.
+func (j *copyJob) emptyFilled(ctx context.Context) error {
+	_, _, ip, ok := j.h.Refilled()
+	if !ok || !j.h.Flush {
+		return nil
+	}
+	var c *conn
+	defer func() {
+		if c != nil {
+			c.close()
+		}
+	}()
+	addr := net.JoinHostPort(ip, strconv.Itoa(j.r.opts.Port))
+	err := withControl(ctx, j.r.opts.Dial, addr, j.r.opts.Timeout, j.r.opts.Retries, &c, func(c *conn) error {
+		reply, err := c.do("flush_all", nil)
+		if err == nil && reply != "OK" {
+			err = &protocolError{addr: addr, msg: "flush_all answered " + reply}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("emptying %s before filling it: %w", j.h.To, err)
+	}
+	j.log.Info("emptied the Pod to fill: it held the slot before", "to", j.h.To, "to_ip", ip)
+	return nil
 }
 
 // finish marks a copy that ended well finished on the source (and, for a

@@ -107,3 +107,44 @@ func TestRefill(t *testing.T) {
 		t.Error("the source got the done marker: it does not leave")
 	}
 }
+
+// TestRefillFlush fills a Pod back in its own slot after a partition:
+// what it kept from before (a value the other zones overwrote since, a key
+// they deleted) is gone, and it holds the source's items of the slot.
+func TestRefillFlush(t *testing.T) {
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	const n = 2
+	var keys []string
+	for i := 0; len(keys) < 3; i++ {
+		if k := fmt.Sprintf("key-%d", i); slots.Place([]byte(k), n) == 0 {
+			keys = append(keys, k)
+		}
+	}
+	from, to := newClient(t, src.addr), newClient(t, dst.addr)
+	// While the filled Pod was away, keys[0] was overwritten and keys[1]
+	// deleted in the other zones; keys[2] never changed.
+	to.set(keys[0], []byte("stale"), 0, 0)
+	to.set(keys[1], []byte("deleted meanwhile"), 0, 0)
+	to.set(keys[2], []byte("same"), 0, 0)
+	from.set(keys[0], []byte("fresh"), 0, 0)
+	from.set(keys[2], []byte("same"), 0, 0)
+
+	table := func(ip string) []v1alpha1.Slot { return []v1alpha1.Slot{serving(0, "x", ip), serving(1, "y", "192.0.2.1")} }
+	rec := newRecorder()
+	r, _ := newRunner(t, "agent-a", rec, Options{})
+	h := v1alpha1.Handoff{Pod: "b-0", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(0), To: "x", ToIP: dst.ip, Flush: true}
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(dst.ip), "b": table(src.ip)})
+	if p := rec.final(t, contract.ReportKey(h), 30*time.Second); p.State != v1alpha1.HandoffDone || p.Items != 2 || p.Skipped != 0 {
+		t.Errorf("final report %+v, want Done, 2 items, none skipped", p)
+	}
+	for _, tt := range []struct {
+		key, want string
+		ok        bool
+	}{{keys[0], "fresh", true}, {keys[1], "", false}, {keys[2], "same", true}} {
+		g, ok := to.get(tt.key)
+		if ok != tt.ok || string(g.value) != tt.want {
+			t.Errorf("filled Pod's %s = %q (%v), want %q (%v)", tt.key, g.value, ok, tt.want, tt.ok)
+		}
+	}
+}
