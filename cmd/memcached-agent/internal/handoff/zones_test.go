@@ -130,7 +130,9 @@ func TestRefillFlush(t *testing.T) {
 	from.set(keys[0], []byte("fresh"), 0, 0)
 	from.set(keys[2], []byte("same"), 0, 0)
 
-	table := func(ip string) []v1alpha1.Slot { return []v1alpha1.Slot{serving(0, "x", ip), serving(1, "y", "192.0.2.1")} }
+	table := func(ip string) []v1alpha1.Slot {
+		return []v1alpha1.Slot{serving(0, "x", ip), serving(1, "y", "192.0.2.1")}
+	}
 	rec := newRecorder()
 	r, _ := newRunner(t, "agent-a", rec, Options{})
 	h := v1alpha1.Handoff{Pod: "b-0", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(0), To: "x", ToIP: dst.ip, Flush: true}
