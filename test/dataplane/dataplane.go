@@ -101,6 +101,35 @@ func (m *Memcached) Kill() {
 	<-m.done
 }
 
+// Freeze stops memcached with SIGSTOP, to cut it off while it still runs:
+// it keeps its items and answers nothing, while the kernel still accepts
+// connections to its address and takes the bytes sent on them, which
+// memcached reads once thawed (Thaw). A client that gives up on it
+// (a read timeout) closes its connection; the requests it had sent are
+// still served when memcached runs again, as a network cut that heals
+// before TCP gives up delivers them, and the ones it sends after giving
+// up never reach it.
+func (m *Memcached) Freeze(t testing.TB) {
+	t.Helper()
+	m.signal(t, freezeSignal)
+}
+
+// Thaw resumes a memcached Freeze stopped (SIGCONT).
+func (m *Memcached) Thaw(t testing.TB) {
+	t.Helper()
+	m.signal(t, thawSignal)
+}
+
+func (m *Memcached) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if sig == nil {
+		t.Fatalf("dataplane: cannot stop or resume a process on this system")
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("dataplane: memcached on %s: %v: %v", m.IP, sig, err)
+	}
+}
+
 // Running tells whether the process still runs.
 func (m *Memcached) Running() bool {
 	select {

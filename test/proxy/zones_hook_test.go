@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/procnet"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -39,6 +41,9 @@ type hookZones struct {
 	servers map[string]*dataplane.Memcached // by Pod name
 	proxies map[string]*dataplane.Proxy     // by zone
 	pods    int
+	// cut are the zones cut off (their memcached stopped): no one asks
+	// them anything, their stats included.
+	cut map[string]bool
 }
 
 // hookZoneIP lends an address of the block of these tests, held until the
@@ -62,7 +67,7 @@ func newHookZones(t *testing.T) *hookZones {
 	t.Helper()
 	f := &hookZones{
 		t: t, zones: []string{"a", "b", "c"},
-		servers: map[string]*dataplane.Memcached{}, proxies: map[string]*dataplane.Proxy{},
+		servers: map[string]*dataplane.Memcached{}, proxies: map[string]*dataplane.Proxy{}, cut: map[string]bool{},
 		file: filepath.Join(t.TempDir(), "memcached.json"),
 	}
 	f.c = &dataplane.Cluster{Name: "cache", Namespace: "shop", Spec: hookZonesSpec}
@@ -193,11 +198,15 @@ func (f *hookZones) waitHeld(step string, zones []string, want map[string]string
 	}
 }
 
-// getsByZone is each zone's cmd_get, its running Pods' summed.
+// getsByZone is each zone's cmd_get, its running Pods' summed; a zone
+// cut off is left out.
 func (f *hookZones) getsByZone() map[string]int {
 	f.t.Helper()
 	out := map[string]int{}
 	for _, z := range f.zones {
+		if f.cut[z] {
+			continue
+		}
 		for _, m := range f.running(z) {
 			out[z] += gets(f.t, m)
 		}
@@ -215,7 +224,7 @@ type reads struct {
 
 // read reads keys through zone's proxy (mg with v, one at a time) and
 // counts, from each memcached's cmd_get, how many reads its zone served
-// and how many the other zones did.
+// and how many the other zones did (but those cut off).
 func (f *hookZones) read(zone string, keys []string) reads {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
@@ -447,4 +456,188 @@ func TestZonesThroughTheHook(t *testing.T) {
 			t.Errorf("after the replacement zone a's proxy hit %d keys, want the %d of the other slot", hits, others)
 		}
 	})
+}
+
+// TestZonesPartition measures issue #34's point 5 with real processes: a
+// zone cut off while still running misses the overwrites and deletes made
+// meanwhile. Zone c's memcached are stopped (SIGSTOP: they run on, hold
+// their items and answer nothing, and the kernel still takes connections
+// and bytes for them, which they read once resumed, as a network path
+// that holds what is in flight and delivers it when it heals) and stay
+// listed in the pool the agents write. Through zone a's proxy, half the
+// overwrites and deletes are made at once, the other half once the proxy
+// gave up on zone c's Pods (proxy_backend_marked_bad); then zone c runs
+// again (SIGCONT), and once it has read everything its peers closed, its
+// proxy reads every key. It prints the window, the stale values and the
+// deletes brought back, each half apart, and when the last write that
+// reached zone c late and the first that never did were answered; it
+// asserts what does not depend on timing: every wrong read through zone c
+// is of a key written during the cut, and has the value from before it;
+// nothing sent after the proxy marked zone c's Pods bad reached them; and
+// reads through zones a and b, during the cut and after, are never stale.
+func TestZonesPartition(t *testing.T) {
+	const overwrites, deletes = 200, 200
+	f := newHookZones(t)
+	keys := hookKeys("hp-key", zoneKeys)
+	was := valuesAt(1, keys)
+	f.setAll("a", was)
+	f.waitHeld("keys set through zone a's proxy", f.zones, was)
+	// Zone c's proxy has read once, from zone c.
+	if r := f.read("c", keys); len(r.values) != len(keys) || r.crossing != 0 {
+		t.Fatalf("zone c's proxy hit %d of %d keys, the other zones serving %d", len(r.values), len(keys), r.crossing)
+	}
+
+	// The keys overwritten and deleted, each half before the proxy of
+	// zone a gave up on zone c and half after.
+	overwritten, deleted := keys[:overwrites], keys[overwrites:overwrites+deletes]
+	halves := [2]struct{ overwrite, delete []string }{
+		{overwritten[:overwrites/2], deleted[:deletes/2]},
+		{overwritten[overwrites/2:], deleted[deletes/2:]},
+	}
+	want := maps.Clone(was)
+	maps.Copy(want, valuesAt(2, overwritten))
+	for _, k := range deleted {
+		want[k] = ""
+	}
+	a := dialText(t, f.proxies["a"].Addr())
+	// sent is when each write of the cut was answered, from the cut.
+	sent := map[string]time.Duration{}
+	var cut time.Time
+	write := func(h int) {
+		for i, k := range halves[h].overwrite {
+			a.set(t, k, want[k])
+			sent[k] = time.Since(cut)
+			d := halves[h].delete[i]
+			if got := a.do(t, "delete "+d+"\r\n"); got != "DELETED\r\n" {
+				t.Fatalf("delete %s through zone a's proxy, zone c cut off: %q", d, got)
+			}
+			sent[d] = time.Since(cut)
+		}
+	}
+
+	markedBad := func() int {
+		n, err := strconv.Atoi(f.proxies["a"].Stats(t)["proxy_backend_marked_bad"])
+		if err != nil {
+			t.Fatalf("zone a's proxy's proxy_backend_marked_bad: %v", err)
+		}
+		return n
+	}
+	bad := markedBad()
+	zoneC := f.running("c")
+	cut = time.Now()
+	f.cut["c"] = true
+	for _, m := range zoneC {
+		m.Freeze(t)
+	}
+	thaw := func() {
+		if f.cut["c"] {
+			for _, m := range zoneC {
+				m.Thaw(t)
+			}
+			f.cut["c"] = false
+		}
+	}
+	defer thaw()
+	write(0)
+	// Zone a's proxy sent the first half to zone c too, where the bytes
+	// wait; it gives up on each of zone c's Pods after its read timeout
+	// and failure limit, and sends nothing more there.
+	if !dataplane.WaitFor(30*time.Second, func() bool { return markedBad() >= bad+len(zoneC) }) {
+		t.Fatalf("zone a's proxy never marked zone c's %d Pods bad (proxy_backend_marked_bad %d, %d before)", len(zoneC), markedBad(), bad)
+	}
+	write(1)
+	f.waitHeld("the writes of the cut in zones a and b", []string{"a", "b"}, want)
+	for _, z := range []string{"a", "b"} {
+		r := f.read(z, keys)
+		if s := r.stale(want); len(s) > 0 || r.crossing != 0 || r.errors != 0 || len(r.values)+r.misses != len(keys) {
+			t.Errorf("zone c cut off: zone %s's proxy read %d stale values (%v), %d errors, the other zones serving %d reads", z, len(s), s, r.errors, r.crossing)
+		}
+	}
+	thaw()
+	window := time.Since(cut)
+
+	// Zone c's memcached read what the kernel took for them: the
+	// connections zone a's proxy gave up on, closed from its end, are
+	// each served up to their end and closed (CLOSE_WAIT, 08, until
+	// then).
+	if !dataplane.WaitFor(30*time.Second, func() bool { return closeWaiting(t, zoneC) == 0 }) {
+		t.Fatalf("zone c's memcached still hold %d connections closed by their peer", closeWaiting(t, zoneC))
+	}
+	r := f.read("c", keys)
+	if r.errors != 0 || r.crossing != 0 {
+		t.Errorf("zone c back: its proxy answered %d errors, the other zones serving %d reads", r.errors, r.crossing)
+	}
+	cutKeys := map[string]bool{}
+	for _, k := range append(slices.Clone(overwritten), deleted...) {
+		cutKeys[k] = true
+	}
+	for _, k := range keys {
+		got, hit := r.values[k]
+		switch {
+		case !cutKeys[k] && got != was[k]:
+			t.Errorf("zone c back: %s, untouched during the cut, read %q (hit %v), want %q", k, got, hit, was[k])
+		case cutKeys[k] && hit && got != want[k] && got != was[k]:
+			t.Errorf("zone c back: %s read %q, neither the value before the cut (%q) nor the one written (%q)", k, got, was[k], want[k])
+		case cutKeys[k] && !hit && want[k] != "":
+			t.Errorf("zone c back: %s, overwritten during the cut, missed", k)
+		}
+	}
+	half := func(ks []string) (stale int) {
+		for _, k := range ks {
+			if got, hit := r.values[k]; hit && got != want[k] {
+				stale++
+			}
+		}
+		return stale
+	}
+	// What the proxy sent after it gave up on zone c never reached it.
+	for _, k := range append(slices.Clone(halves[1].overwrite), halves[1].delete...) {
+		if got, hit := r.values[k]; !hit || got != was[k] {
+			t.Errorf("zone c back: %s, written through zone a's proxy after it marked zone c's Pods bad, read %q (hit %v) through zone c's, want the value before the cut, %q", k, got, hit, was[k])
+		}
+	}
+	// When the writes that reached zone c late, and the first that did
+	// not, were answered, from the cut.
+	var lastLate, firstLost time.Duration
+	for k, at := range sent {
+		if got, hit := r.values[k]; hit == (want[k] != "") && got == want[k] {
+			lastLate = max(lastLate, at)
+		} else if firstLost == 0 || at < firstLost {
+			firstLost = at
+		}
+	}
+	testutil.Benchmark("BenchmarkZonesPartition/window", "%.3f s", window.Seconds())
+	testutil.Benchmark("BenchmarkZonesPartition/reached-zone-c-late", "%.3f s-last-after-the-cut %.3f s-first-lost-after-the-cut", lastLate.Seconds(), firstLost.Seconds())
+	for i, name := range []string{"sent-before-marked-bad", "sent-after-marked-bad"} {
+		testutil.Benchmark("BenchmarkZonesPartition/stale-overwrites/"+name, "%d stale %d overwritten", half(halves[i].overwrite), len(halves[i].overwrite))
+		testutil.Benchmark("BenchmarkZonesPartition/resurrected-deletes/"+name, "%d resurrected %d deleted", half(halves[i].delete), len(halves[i].delete))
+	}
+	testutil.Benchmark("BenchmarkZonesPartition/stale-reads", "%d stale-or-resurrected %d written-during-the-cut %d reads", len(r.stale(want)), overwrites+deletes, len(keys))
+
+	// Zones a and b after: still never stale.
+	for _, z := range []string{"a", "b"} {
+		r := f.read(z, keys)
+		if s := r.stale(want); len(s) > 0 || r.crossing != 0 {
+			t.Errorf("zone c back: zone %s's proxy read %d stale values (%v), the other zones serving %d reads", z, len(s), s, r.crossing)
+		}
+	}
+}
+
+// closeWaiting counts the connections to ms that their peer closed and
+// they have not (CLOSE_WAIT), from the kernel's table.
+func closeWaiting(t *testing.T, ms []*dataplane.Memcached) int {
+	t.Helper()
+	sockets, err := procnet.Sockets()
+	if err != nil {
+		t.Fatalf("reading the kernel's sockets: %v", err)
+	}
+	n := 0
+	for _, s := range sockets {
+		for _, m := range ms {
+			if s.State == "08" && s.LocalPort == dataplane.Port && s.Local.String() == m.IP {
+				n++
+			}
+		}
+	}
+	return n
 }
