@@ -292,6 +292,33 @@ func mustDial(t testing.TB, addr string, d time.Duration) net.Conn {
 	return c
 }
 
+// Stats asks addr (a memcached, or the proxy) for its stats, on a
+// connection of its own that it closes.
+func Stats(addr string) (map[string]string, error) {
+	c, err := dial(addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("stats of %s: %w", addr, err)
+		}
+		if line == "END\r\n" {
+			return out, nil
+		}
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
+			out[f[1]] = f[2]
+		}
+	}
+}
+
 // ConfigGetCluster asks an endpoint for its list, as clients do.
 func ConfigGetCluster(addr string) (string, error) {
 	c, err := dial(addr, 5*time.Second)

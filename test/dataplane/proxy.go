@@ -220,25 +220,11 @@ func (p *Proxy) Alive() error {
 // Stats returns the proxy's own stats (proxy_config_reloads, ...).
 func (p *Proxy) Stats(t testing.TB) map[string]string {
 	t.Helper()
-	c := mustDial(t, p.Addr(), 5*time.Second)
-	defer c.Close()
-	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
-		t.Fatal(err)
+	out, err := Stats(p.Addr())
+	if err != nil {
+		t.Fatalf("dataplane: the proxy's stats: %v", err)
 	}
-	out := map[string]string{}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("dataplane: the proxy's stats: %v", err)
-		}
-		if line == "END\r\n" {
-			return out
-		}
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
-			out[f[1]] = f[2]
-		}
-	}
+	return out
 }
 
 // Log is what the proxy printed so far (proxy.lua logs to stderr).

@@ -208,10 +208,27 @@ func (f *hookZones) getsByZone() map[string]int {
 			continue
 		}
 		for _, m := range f.running(z) {
-			out[z] += gets(f.t, m)
+			out[z] += getCount(f.t, m)
 		}
 	}
 	return out
+}
+
+// getCount is m's cmd_get, asked on a connection of its own that it
+// closes (gets keeps its connection until the test ends, and the steps
+// here poll: a slow machine would pile up connections past memcached's
+// limit).
+func getCount(t *testing.T, m *dataplane.Memcached) int {
+	t.Helper()
+	got, err := dataplane.Stats(m.Addr())
+	if err != nil {
+		t.Fatalf("stats of %s: %v", m.Addr(), err)
+	}
+	n, err := strconv.Atoi(got["cmd_get"])
+	if err != nil {
+		t.Fatalf("%s: cmd_get %q: %v", m.Addr(), got["cmd_get"], err)
+	}
+	return n
 }
 
 // reads is what reading keys through a proxy gave: each hit's value, and
@@ -228,6 +245,7 @@ type reads struct {
 func (f *hookZones) read(zone string, keys []string) reads {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
+	defer c.c.Close() // now: the steps poll with it
 	before := f.getsByZone()
 	r := reads{values: map[string]string{}}
 	for _, k := range keys {
@@ -271,6 +289,7 @@ func (r reads) stale(want map[string]string) []string {
 func (f *hookZones) setAll(zone string, values map[string]string) {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
+	defer c.c.Close()
 	for _, k := range slices.Sorted(maps.Keys(values)) {
 		c.set(f.t, k, values[k])
 	}
@@ -428,9 +447,9 @@ func TestZonesThroughTheHook(t *testing.T) {
 		f.waitPool("a Pod of zone a replaced", pool)
 		fresh := f.servers[next.Name]
 		if !dataplane.WaitFor(10*time.Second, func() bool {
-			was := gets(t, fresh)
+			was := getCount(t, fresh)
 			f.read("a", slot0[:1])
-			return gets(t, fresh) > was
+			return getCount(t, fresh) > was
 		}) {
 			t.Fatalf("zone a's proxy does not read slot 0's keys from the new Pod")
 		}
