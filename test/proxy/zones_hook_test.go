@@ -295,7 +295,7 @@ func (f *hookZones) setAll(zone string, values map[string]string) {
 	}
 }
 
-// hookKeys are n keys named prefix-i, and a value for each at phase.
+// hookKeys are n keys, prefix-0 to prefix-(n-1).
 func hookKeys(prefix string, n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
@@ -304,6 +304,8 @@ func hookKeys(prefix string, n int) []string {
 	return keys
 }
 
+// valuesAt is a value for each of keys, of a phase: a later phase's
+// value is another, so that a read of an earlier one shows.
 func valuesAt(phase int, keys []string) map[string]string {
 	out := make(map[string]string, len(keys))
 	for _, k := range keys {
