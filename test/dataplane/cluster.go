@@ -19,6 +19,9 @@ import (
 type Pod struct {
 	Name string
 	IP   string
+	// Zone is the zone it runs in (its v1alpha1.LabelZone label), for a
+	// Memcached with zones; "" for one without.
+	Zone string
 	// Ready is its Ready condition; Leaving, that it is terminating.
 	Ready, Leaving bool
 }
@@ -102,10 +105,14 @@ func (c *Cluster) syncOnce(t testing.TB) time.Duration {
 		if p.Leaving && at.leavingSince.IsZero() {
 			at.leavingSince = c.now
 		}
+		labels := memcached.SelectorLabels(c.Name)
+		if p.Zone != "" {
+			labels = memcached.ZoneSelectorLabels(c.Name, p.Zone)
+		}
 		meta := map[string]any{
 			"name":              p.Name,
 			"namespace":         c.Namespace,
-			"labels":            memcached.SelectorLabels(c.Name),
+			"labels":            labels,
 			"creationTimestamp": stamp(at.created),
 		}
 		if p.Leaving {

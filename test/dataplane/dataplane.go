@@ -101,6 +101,35 @@ func (m *Memcached) Kill() {
 	<-m.done
 }
 
+// Freeze stops memcached with SIGSTOP, to cut it off while it still runs:
+// it keeps its items and answers nothing, while the kernel still accepts
+// connections to its address and takes the bytes sent on them, which
+// memcached reads once thawed (Thaw). A client that gives up on it
+// (a read timeout) closes its connection; the requests it had sent are
+// still served when memcached runs again, as a network cut that heals
+// before TCP gives up delivers them, and the ones it sends after giving
+// up never reach it.
+func (m *Memcached) Freeze(t testing.TB) {
+	t.Helper()
+	m.signal(t, freezeSignal)
+}
+
+// Thaw resumes a memcached Freeze stopped (SIGCONT).
+func (m *Memcached) Thaw(t testing.TB) {
+	t.Helper()
+	m.signal(t, thawSignal)
+}
+
+func (m *Memcached) signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if sig == nil {
+		t.Fatalf("dataplane: cannot stop or resume a process on this system")
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("dataplane: memcached on %s: %v: %v", m.IP, sig, err)
+	}
+}
+
 // Running tells whether the process still runs.
 func (m *Memcached) Running() bool {
 	select {
@@ -261,6 +290,33 @@ func mustDial(t testing.TB, addr string, d time.Duration) net.Conn {
 		t.Fatalf("dataplane: %s: %v", addr, err)
 	}
 	return c
+}
+
+// Stats asks addr (a memcached, or the proxy) for its stats, on a
+// connection of its own that it closes.
+func Stats(addr string) (map[string]string, error) {
+	c, err := dial(addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("stats of %s: %w", addr, err)
+		}
+		if line == "END\r\n" {
+			return out, nil
+		}
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
+			out[f[1]] = f[2]
+		}
+	}
 }
 
 // ConfigGetCluster asks an endpoint for its list, as clients do.

@@ -35,13 +35,28 @@ type ProxySetup struct {
 // ProxySetup returns the proxy tier of the last Sync's answer.
 func (c *Cluster) ProxySetup(t testing.TB) ProxySetup {
 	t.Helper()
-	name := c.Name + v1alpha1.ProxySuffix
+	return c.proxySetup(t, c.Name+v1alpha1.ProxySuffix)
+}
+
+// ZoneProxySetup returns zone's proxy tier of the last Sync's answer, for
+// a Memcached with zones: the proxy Deployment NAME-proxy-ZONE (its
+// environment names the zone, MEMCACHED_PROXY_LOCAL_ZONE) and the route
+// configuration of ConfigMap NAME-proxy, which every zone's shares.
+func (c *Cluster) ZoneProxySetup(t testing.TB, zone string) ProxySetup {
+	t.Helper()
+	return c.proxySetup(t, c.Name+v1alpha1.ProxySuffix+"-"+zone)
+}
+
+// proxySetup reads the proxy Deployment deployment and the ConfigMap
+// NAME-proxy of the last Sync's answer.
+func (c *Cluster) proxySetup(t testing.TB, deployment string) ProxySetup {
+	t.Helper()
 	var d appsv1.Deployment
-	if err := json.Unmarshal(c.child(t, "Deployment", name), &d); err != nil {
-		t.Fatalf("dataplane: the proxy Deployment: %v", err)
+	if err := json.Unmarshal(c.child(t, "Deployment", deployment), &d); err != nil {
+		t.Fatalf("dataplane: the proxy Deployment %s: %v", deployment, err)
 	}
 	var cm corev1.ConfigMap
-	if err := json.Unmarshal(c.child(t, "ConfigMap", name), &cm); err != nil {
+	if err := json.Unmarshal(c.child(t, "ConfigMap", c.Name+v1alpha1.ProxySuffix), &cm); err != nil {
 		t.Fatalf("dataplane: the proxy ConfigMap: %v", err)
 	}
 	s := ProxySetup{Env: map[string]string{}, Config: cm.Data["config.lua"]}
@@ -57,7 +72,7 @@ func (c *Cluster) ProxySetup(t testing.TB) ProxySetup {
 		}
 	}
 	if s.Args == nil || s.AgentArgs == nil || s.Config == "" {
-		t.Fatalf("dataplane: the hook's proxy Deployment has no proxy and agent containers, or its ConfigMap no config.lua: %s", c.child(t, "Deployment", name))
+		t.Fatalf("dataplane: the hook's proxy Deployment %s has no proxy and agent containers, or its ConfigMap no config.lua: %s", deployment, c.child(t, "Deployment", deployment))
 	}
 	return s
 }
@@ -205,25 +220,11 @@ func (p *Proxy) Alive() error {
 // Stats returns the proxy's own stats (proxy_config_reloads, ...).
 func (p *Proxy) Stats(t testing.TB) map[string]string {
 	t.Helper()
-	c := mustDial(t, p.Addr(), 5*time.Second)
-	defer c.Close()
-	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
-		t.Fatal(err)
+	out, err := Stats(p.Addr())
+	if err != nil {
+		t.Fatalf("dataplane: the proxy's stats: %v", err)
 	}
-	out := map[string]string{}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("dataplane: the proxy's stats: %v", err)
-		}
-		if line == "END\r\n" {
-			return out
-		}
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
-			out[f[1]] = f[2]
-		}
-	}
+	return out
 }
 
 // Log is what the proxy printed so far (proxy.lua logs to stderr).

@@ -1,6 +1,9 @@
 package dataplane
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // sysProcAttr kills a child when the test binary dies, so that a panicking
 // or killed test leaves no memcached or agent behind.
@@ -8,3 +11,6 @@ func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig:
 
 // terminate is what kubelet sends first.
 const terminate = syscall.SIGTERM
+
+// freezeSignal stops a process, thawSignal resumes it (Memcached.Freeze).
+var freezeSignal, thawSignal os.Signal = syscall.SIGSTOP, syscall.SIGCONT

@@ -10,3 +10,6 @@ import (
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 var terminate = os.Interrupt
+
+// freezeSignal and thawSignal are none here: Memcached.Freeze fails.
+var freezeSignal, thawSignal os.Signal

@@ -20,7 +20,10 @@
 // With zones (zones_test.go), one proxy a zone runs the zoned configuration
 // over three zones of two memcached: its reads stay in its zone, its
 // writes reach every zone, and it goes on reading from the other zones
-// when its own is lost.
+// when its own is lost. zones_hook_test.go runs the same through the
+// hook's answers (each zone's proxy, its agent and the pool from the
+// Memcached the hook's logic keeps), with a Pod and a zone lost, and
+// measures a zone cut off while still running (issue #34, point 5).
 package proxy_test
 
 import (
