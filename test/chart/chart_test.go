@@ -47,6 +47,7 @@ var components = []struct{ dir, key string }{
 	{"auth-token", "authToken"},
 	{"basic-auth", "basicAuth"},
 	{"servicemonitor", "serviceMonitor"},
+	{"prometheusrule", "prometheusRule"},
 }
 
 // valid says whether the hook (and Metacontroller) accept a combination of
