@@ -163,3 +163,25 @@ func TestAnswerTimestampPerMemcached(t *testing.T) {
 		})
 	}
 }
+
+// TestExposedNames scrapes the hook after a call to each hook, an invalid
+// spec among them, and holds the names of its metrics to
+// test/monitoring/testdata/exposed/memcached-hook.txt (go test -update
+// rewrites it), which the alerts and the dashboard are checked against.
+func TestExposedNames(t *testing.T) {
+	syncBody := testutil.LoadCapture(t, "v2/0005-sync.json").Request
+	invalid := testutil.Edit(t, syncBody, func(m map[string]any) { m["parent"].(map[string]any)["spec"] = map[string]any{"size": -1} })
+	srv, _ := newTestServer(t, serverOptions{})
+	c := srv.Client()
+	post(t, c, srv.URL+"/customize", testutil.LoadCapture(t, "v2/0001-customize.json").Request)
+	post(t, c, srv.URL+"/sync", invalid)
+	post(t, c, srv.URL+"/sync", syncBody)
+	post(t, c, srv.URL+"/finalize", testutil.Edit(t, testutil.LoadCapture(t, "v2/0043-finalize.json").Request, func(m map[string]any) {
+		setPath(m, []string{"parent", "metadata", "name"}, "cache-b")
+	}))
+	res := do(t, c, http.MethodGet, srv.URL+"/metrics", "", nil)
+	if res.status != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", res.status, res.body)
+	}
+	testutil.CheckExposedNames(t, "memcached-hook", "memcached_hook_", res.body)
+}

@@ -28,6 +28,7 @@ var loopbackBlocks = map[string]string{
 	"test/handoff dns":                     "127.0.24.0/24",
 	"test/proxy":                           "127.0.19.0/24",
 	"test/proxy zones":                     "127.0.30.0/24",
+	"test/monitoring":                      "127.0.35.0/24",
 }
 
 // LoopbackBlock is a package's block of loopback addresses.
