@@ -44,6 +44,7 @@ var components = []component{
 	{dir: "basic-auth", key: "basicAuth"},
 	{dir: "servicemonitor", key: "serviceMonitor"},
 	{dir: "prometheusrule", key: "prometheusRule"},
+	{dir: "dashboard", key: "grafanaDashboard"},
 }
 
 func componentByDir(dir string) (component, bool) {

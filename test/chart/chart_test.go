@@ -48,6 +48,7 @@ var components = []struct{ dir, key string }{
 	{"basic-auth", "basicAuth"},
 	{"servicemonitor", "serviceMonitor"},
 	{"prometheusrule", "prometheusRule"},
+	{"dashboard", "grafanaDashboard"},
 }
 
 // valid says whether the hook (and Metacontroller) accept a combination of
