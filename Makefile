@@ -27,6 +27,7 @@ CONTROLLER_GEN_VERSION := $(call tools_ext_version,sigs.k8s.io/controller-tools)
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 include test/tools/memcached-lua.mk
 include test/tools/coredns.mk
+include test/tools/promtool.mk
 
 .PHONY: help
 help: ## list the targets

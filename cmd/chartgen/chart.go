@@ -43,6 +43,8 @@ var components = []component{
 	{dir: "auth-token", key: "authToken", excludes: []string{"basic-auth"}},
 	{dir: "basic-auth", key: "basicAuth"},
 	{dir: "servicemonitor", key: "serviceMonitor"},
+	{dir: "prometheusrule", key: "prometheusRule"},
+	{dir: "dashboard", key: "grafanaDashboard"},
 }
 
 func componentByDir(dir string) (component, bool) {

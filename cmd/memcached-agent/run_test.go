@@ -487,3 +487,22 @@ func TestRunWithoutEndpoint(t *testing.T) {
 		t.Errorf("run = %v, want nil", err)
 	}
 }
+
+// TestExposedNames runs the agent on a file holding a list and holds the
+// names of the metrics its /metrics shows to
+// test/monitoring/testdata/exposed/memcached-agent.txt (go test -update
+// rewrites it), which the alerts and the dashboard are checked against.
+// Every metric is registered at the start, in every mode (the
+// configuration endpoint, the hand-offs, the proxy's pool), each label
+// value shown from the start.
+func TestExposedNames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache.json")
+	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1"))
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + path, "--file-poll-interval=20ms"}, nil)
+	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	code, text := httpGet(t, "http://"+a.admin+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", code, text)
+	}
+	testutil.CheckExposedNames(t, "memcached-agent", "memcached_agent_", []byte(text))
+}

@@ -2,12 +2,15 @@ package main
 
 import (
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/example/memcached-operator/cmd/internal/program"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // metrics are the hook's Prometheus metrics, in a registry of their own
@@ -23,6 +26,11 @@ type metrics struct {
 	invalidSpecs prometheus.Counter
 	authFailures *prometheus.CounterVec
 	inFlight     prometheus.Gauge
+	// answered is memcached_hook_answer_timestamp_seconds; mu guards it
+	// with reasons, the reason each Memcached's series carries now.
+	mu       sync.Mutex
+	answered *prometheus.GaugeVec
+	reasons  map[memcachedKey]string
 }
 
 // newMetrics registers the hook's metrics, and the Go runtime's and the
@@ -44,6 +52,11 @@ func newMetrics() *metrics {
 		authFailures: reg.CounterVec("memcached_hook_auth_failures_total",
 			"Hook calls refused with 401, by reason: missing or wrong credentials, or no verified client certificate.", "reason"),
 		inFlight: reg.Gauge("memcached_hook_calls_in_flight", "Hook calls being answered now (waiting for a slot included)."),
+		answered: reg.GaugeVec("memcached_hook_answer_timestamp_seconds",
+			"Unix time of this hook's last sync answer for a Memcached, with the reason of the Degraded condition it answered (AsExpected when not Degraded). "+
+				"One series per Memcached this process answered; removed when it answers the Memcached's finalize.",
+			"namespace", "memcached", "reason"),
+		reasons: map[memcachedKey]string{},
 	}
 	// Every auth failure reason shows as 0 from the start, so that a rate
 	// over it is defined before the first failure.
@@ -67,10 +80,35 @@ func (m *metrics) instrument(hook string) func(http.Handler) http.Handler {
 	}
 }
 
-// observeSync records what a 200 sync or finalize answer holds.
-func (m *metrics) observeSync(hook string, a *memcached.Answer) {
+// memcachedKey names a Memcached: its namespace and name.
+type memcachedKey struct{ namespace, name string }
+
+// observeSync records what a 200 sync or finalize answer for the Memcached
+// p, answered at now, holds.
+func (m *metrics) observeSync(hook string, p *metacontroller.Parent, now time.Time, a *memcached.Answer) {
 	m.children.WithLabelValues(hook).Observe(float64(len(a.Response.Children)))
 	if a.Degraded == memcached.ReasonInvalidSpec {
 		m.invalidSpecs.Inc()
 	}
+	m.answeredFor(memcachedKey{p.Namespace, p.Name}, hook == "finalize", now, a.Degraded)
+}
+
+// answeredFor keeps one memcached_hook_answer_timestamp_seconds series per
+// Memcached: the last answer's time and Degraded reason, the series of its
+// previous reason removed; a finalize removes it, so that the series stay
+// as many as the Memcacheds there are. Two hook replicas each keep the
+// series of the Memcacheds they answered: the latest time across them is
+// the status Metacontroller wrote last (the alert rule compares them).
+func (m *metrics) answeredFor(k memcachedKey, finalize bool, now time.Time, degraded memcached.Reason) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.reasons[k]; ok && (finalize || old != string(degraded)) {
+		m.answered.DeleteLabelValues(k.namespace, k.name, old)
+		delete(m.reasons, k)
+	}
+	if finalize {
+		return
+	}
+	m.reasons[k] = string(degraded)
+	m.answered.WithLabelValues(k.namespace, k.name, string(degraded)).Set(float64(now.UnixNano()) / 1e9)
 }

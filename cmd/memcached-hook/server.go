@@ -151,7 +151,7 @@ func syncWith(f func(*metacontroller.SyncRequest, time.Time, memcached.Options) 
 		if err != nil {
 			return nil, err
 		}
-		opts.metrics.observeSync(c.hook, a)
+		opts.metrics.observeSync(c.hook, req.Parent, now, a)
 		return a.Response, nil
 	}
 }

@@ -67,9 +67,25 @@ type serviceMonitorSpec struct {
 }
 
 type serviceMonitorEndpoint struct {
-	Port     string `json:"port"`
-	Interval string `json:"interval,omitempty"`
+	Port        string        `json:"port"`
+	Interval    string        `json:"interval,omitempty"`
+	Relabelings []relabelling `json:"relabelings,omitempty"`
 }
+
+// relabelling is a Prometheus relabel_config, as the Prometheus Operator
+// spells it: here, a label set to a constant.
+type relabelling struct {
+	TargetLabel string `json:"targetLabel"`
+	Replacement string `json:"replacement"`
+}
+
+// MemcachedLabel is the label the ServiceMonitor puts on every series it
+// scrapes: the Memcached's name. With the namespace label the Prometheus
+// Operator sets, it names the Memcached the series is of, which the
+// alerts and the dashboard of manifests/components/prometheusrule and
+// dashboard group by (the Service's name, the job label, says it too, but
+// only while the Service keeps the Memcached's name).
+const MemcachedLabel = "memcached"
 
 func serviceMonitor(d *desire) object[serviceMonitorSpec] {
 	sm := d.s.Metrics.ServiceMonitor
@@ -84,8 +100,9 @@ func serviceMonitor(d *desire) object[serviceMonitorSpec] {
 		TypeMeta: metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"},
 		Metadata: meta,
 		Spec: serviceMonitorSpec{
-			Selector:  metav1.LabelSelector{MatchLabels: childLabels(d.p.Name)},
-			Endpoints: []serviceMonitorEndpoint{{Port: "metrics", Interval: sm.Interval}},
+			Selector: metav1.LabelSelector{MatchLabels: childLabels(d.p.Name)},
+			Endpoints: []serviceMonitorEndpoint{{Port: "metrics", Interval: sm.Interval,
+				Relabelings: []relabelling{{TargetLabel: MemcachedLabel, Replacement: d.p.Name}}}},
 		},
 	}
 }

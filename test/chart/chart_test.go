@@ -47,6 +47,8 @@ var components = []struct{ dir, key string }{
 	{"auth-token", "authToken"},
 	{"basic-auth", "basicAuth"},
 	{"servicemonitor", "serviceMonitor"},
+	{"prometheusrule", "prometheusRule"},
+	{"dashboard", "grafanaDashboard"},
 }
 
 // valid says whether the hook (and Metacontroller) accept a combination of

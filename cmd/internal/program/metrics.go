@@ -50,6 +50,13 @@ func (r *Registry) Gauge(name, help string) prometheus.Gauge {
 	return g
 }
 
+// GaugeVec registers a gauge with labels.
+func (r *Registry) GaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	r.MustRegister(g)
+	return g
+}
+
 // Histogram registers a histogram with buckets.
 func (r *Registry) Histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
