@@ -17,7 +17,10 @@
 // without grace loses its items and nothing else breaks. The npm memcache
 // client, which finds the servers through the agent's endpoint and places
 // keys on a ketama ring of their addresses, is measured through the same
-// rollout. Hit ratios over time are printed as benchmark lines.
+// rollout. With zones (spec.zones), a Pod lost without grace is refilled
+// from the same slot of another zone, and the hit ratio through its
+// zone's proxy comes back, with no stale read (TestZoneRefill). Hit
+// ratios over time are printed as benchmark lines.
 package handoff_test
 
 import (
