@@ -166,6 +166,42 @@ func (l *Load) Start() {
 	}
 }
 
+// Sweep reads every key of the key space once through Addr, on a
+// connection of its own, and returns what it read, counted as the workers
+// count (a stale read is one older than the write acknowledged when the
+// get was sent), apart from the load's counts: a check that no key is
+// stale, where the load's random reads only sample them.
+func (l *Load) Sweep(ctx context.Context) (Counts, error) {
+	c, err := dialText(l.Addr)
+	if err != nil {
+		return Counts{}, err
+	}
+	defer c.Close()
+	if l.written == nil {
+		l.written = make([]atomic.Int64, l.Keys)
+	}
+	var out Counts
+	for i := range l.Keys {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		known := l.written[i].Load()
+		got, err := c.get(Key(i))
+		switch {
+		case err != nil:
+			return out, fmt.Errorf("sweeping %s: %w", Key(i), err)
+		case got < 0:
+			out.Misses++
+		case got < known:
+			out.Stale++
+			out.Hits++
+		default:
+			out.Hits++
+		}
+	}
+	return out, nil
+}
+
 // pacer returns what a worker calls before each request: it waits for
 // the worker's next turn under Rate and says whether the load still runs.
 // A worker that falls behind (a slow answer, a dial) goes on from now

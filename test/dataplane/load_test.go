@@ -10,7 +10,8 @@ import (
 
 // TestStaleReads checks the load's count of stale reads against one real
 // memcached: none while only the load writes, some once every key is
-// overwritten behind its back with a value older than the last it wrote.
+// overwritten behind its back with a value older than the last it wrote,
+// and then every key stale in a sweep.
 func TestStaleReads(t *testing.T) {
 	m := StartMemcached(t, testutil.Loopback("test/dataplane").IP(1))
 	load := &Load{Addr: m.Addr(), Keys: 200, ValueSize: 50, SetShare: 0.1, Workers: 2}
@@ -29,6 +30,16 @@ func TestStaleReads(t *testing.T) {
 		m.Set(t, Key(i), "0:older than any write of the load")
 	}
 	waitCounts(t, load, c, func(d Counts) bool { return d.Stale > 0 })
+	// A sweep reads every key: each is stale, once the load has stopped
+	// rewriting them.
+	load.Stop()
+	for i := range load.Keys {
+		m.Set(t, Key(i), "0:older than any write of the load")
+	}
+	got, err := load.Sweep(context.Background())
+	if err != nil || got.Stale != int64(load.Keys) || got.Hits != int64(load.Keys) {
+		t.Errorf("a sweep counted %+v (%v), want all %d keys hit and stale", got, err, load.Keys)
+	}
 }
 
 // waitCounts waits until the load's counts since before satisfy ok, and

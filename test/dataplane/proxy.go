@@ -310,3 +310,15 @@ func (c *Cluster) PodTemplate(t testing.TB) corev1.PodTemplateSpec {
 	}
 	return d.Spec.Template
 }
+
+// ZonePodTemplate is zone's memcached Pods' template of the last Sync's
+// answer, for a Memcached with zones (Deployment NAME-ZONE): what
+// test/pod runs as that zone's Pods.
+func (c *Cluster) ZonePodTemplate(t testing.TB, zone string) corev1.PodTemplateSpec {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := json.Unmarshal(c.child(t, "Deployment", c.Name+"-"+zone), &d); err != nil {
+		t.Fatalf("dataplane: zone %s's memcached Deployment: %v", zone, err)
+	}
+	return d.Spec.Template
+}

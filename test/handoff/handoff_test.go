@@ -17,7 +17,10 @@
 // without grace loses its items and nothing else breaks. The npm memcache
 // client, which finds the servers through the agent's endpoint and places
 // keys on a ketama ring of their addresses, is measured through the same
-// rollout. Hit ratios over time are printed as benchmark lines.
+// rollout. With zones (spec.zones), a Pod lost without grace is refilled
+// from the same slot of another zone, and the hit ratio through its
+// zone's proxy comes back, with no stale read (TestZoneRefill). Hit
+// ratios over time are printed as benchmark lines.
 package handoff_test
 
 import (
@@ -63,11 +66,14 @@ func steadyLoad(addr string) *dataplane.Load {
 // cluster is a Memcached whose Pods run here, with the agent and the
 // proxy.
 type cluster struct {
-	t           *testing.T
-	name        string
-	c           *dataplane.Cluster
-	tmpl        corev1.PodTemplateSpec
+	t    *testing.T
+	name string
+	c    *dataplane.Cluster
+	tmpl corev1.PodTemplateSpec
+	// tmpls are each zone's Pod template, for a Memcached with zones.
+	tmpls       map[string]corev1.PodTemplateSpec
 	pods        map[string]*pod.Pod
+	dir         string
 	file        string   // the Memcached, as the agents follow it
 	reportFiles []string // each agent's reports
 	agent       *dataplane.Agent
@@ -98,36 +104,19 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 	t.Helper()
 	dir := dataplane.ReadableDir(t)
 	k := &cluster{t: t, name: name, pods: map[string]*pod.Pod{},
-		c:    &dataplane.Cluster{Name: name, Namespace: "default", Spec: spec},
-		file: filepath.Join(dir, "memcached.json")}
+		c:   &dataplane.Cluster{Name: name, Namespace: "default", Spec: spec},
+		dir: dir, file: filepath.Join(dir, "memcached.json")}
 	k.c.Sync(t)
 	k.tmpl = k.c.PodTemplate(t)
 	for range size {
 		k.c.Pods = append(k.c.Pods, k.start())
 	}
 	k.publish()
-	// Every agent follows the status and may be the one that copies (a
-	// lock on the source lets one at a time): each reports into a file of
-	// its own, as each would patch ConfigMap NAME-agent.
-	follow := func(n int) []string {
-		k.reportFiles = append(k.reportFiles, filepath.Join(dir, fmt.Sprintf("reports-%d.json", n)))
-		return []string{"--namespace=default", "--from-file=" + k.file, "--file-poll-interval=50ms",
-			"--report-file=" + k.reportFiles[n], "--shutdown-delay=0s"}
-	}
-	// The copy waits as long as the hook tells the agent to.
-	var settle []string
-	if _, ok := k.c.Answered(t, "Deployment", name+"-agent"); ok {
-		for _, a := range k.c.AgentArgs(t) {
-			if strings.HasPrefix(a, "--handoff-settle=") {
-				settle = append(settle, a)
-			}
-		}
-	}
-	k.agent = dataplane.StartAgent(t, append(append([]string{"--memcached=" + name, "--listen=127.0.0.1:0"}, follow(0)...), settle...)...)
+	k.agent = dataplane.StartAgent(t, append(append([]string{"--memcached=" + name, "--listen=127.0.0.1:0"}, k.follow()...), k.settle()...)...)
 	if proxyIP != "" {
 		// The agent beside the proxy, as the hook writes it.
 		k.proxy = dataplane.StartProxy(t, proxyIP, k.c.ProxySetup(t))
-		dataplane.StartAgent(t, append(k.proxy.AgentArgs(), follow(1)...)...)
+		dataplane.StartAgent(t, append(k.proxy.AgentArgs(), k.follow()...)...)
 		if !dataplane.WaitFor(10*time.Second, func() bool {
 			b, err := os.ReadFile(k.proxy.PoolFile)
 			return err == nil && string(b) == dataplane.ExpectedPool(k.c.Status().SlotTable)
@@ -143,6 +132,32 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 		t.Cleanup(k.switching.Wait)
 	}
 	return k
+}
+
+// follow are the arguments of one more agent that follows the Memcached.
+// Every agent follows the status and may be the one that copies (a lock
+// on the source lets one at a time): each reports into a file of its
+// own, as each would patch ConfigMap NAME-agent.
+func (k *cluster) follow() []string {
+	f := filepath.Join(k.dir, fmt.Sprintf("reports-%d.json", len(k.reportFiles)))
+	k.reportFiles = append(k.reportFiles, f)
+	return []string{"--namespace=default", "--from-file=" + k.file, "--file-poll-interval=50ms",
+		"--report-file=" + f, "--shutdown-delay=0s"}
+}
+
+// settle is the agent Deployment's --handoff-settle, when the hook sets
+// one: the copy waits as long as the hook tells the agent to.
+func (k *cluster) settle() []string {
+	k.t.Helper()
+	var settle []string
+	if _, ok := k.c.Answered(k.t, "Deployment", k.name+"-agent"); ok {
+		for _, a := range k.c.AgentArgs(k.t) {
+			if strings.HasPrefix(a, "--handoff-settle=") {
+				settle = append(settle, a)
+			}
+		}
+	}
+	return settle
 }
 
 // probes stores, for each Serving slot of table, a key of the probes'
@@ -211,14 +226,24 @@ func routed(addr string, probes map[string]string, within time.Duration) (time.D
 // start runs a new Pod of the template and returns it, Ready.
 func (k *cluster) start() dataplane.Pod {
 	k.t.Helper()
-	name := fmt.Sprintf("%s-%d", k.name, k.next)
+	return k.startIn("")
+}
+
+// startIn runs a new Pod of zone's template (the template, for "": a
+// Memcached without zones) and returns it, Ready.
+func (k *cluster) startIn(zone string) dataplane.Pod {
+	k.t.Helper()
+	name, tmpl := fmt.Sprintf("%s-%d", k.name, k.next), k.tmpl
+	if zone != "" {
+		name, tmpl = fmt.Sprintf("%s-%s-%d", k.name, zone, k.next), k.tmpls[zone]
+	}
 	k.next++
-	p := pod.Run(k.t, k.tmpl, pod.Options{})
+	p := pod.Run(k.t, tmpl, pod.Options{})
 	k.pods[name] = p
 	if !dataplane.WaitFor(10*time.Second, func() bool { _, err := dataplane.Ask(p.Addr(dataplane.Port), "version\r\n"); return err == nil }) {
 		k.t.Fatalf("Pod %s does not answer at %s", name, p.Addr(dataplane.Port))
 	}
-	return dataplane.Pod{Name: name, IP: p.IP(), Ready: true}
+	return dataplane.Pod{Name: name, IP: p.IP(), Zone: zone, Ready: true}
 }
 
 // publish answers a sync for the cluster as it is now, the agent's

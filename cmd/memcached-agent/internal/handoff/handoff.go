@@ -74,8 +74,10 @@ type Options struct {
 	// their pool within a second): a write the leaving Pod took after the
 	// copy read its key would never reach the new owner, which would
 	// serve the older value. A write to the new owner is never
-	// overwritten (add mode). 0: no wait (the agent's --handoff-settle
-	// defaults to contract.ClientMove). It is not contract.Settle, the
+	// overwritten (add mode). A Refill waits it too, for the proxies to
+	// route the slot to the Pod it fills, once it holds the lock and has
+	// emptied that Pod (copyJob.settleRefill). 0: no wait (the agent's
+	// --handoff-settle defaults to contract.ClientMove). It is not contract.Settle, the
 	// hook's wait for a Pod's event to settle.
 	ClientMove time.Duration
 	// Now is the clock (time.Now).
@@ -360,8 +362,9 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 		return
 	}
 
-	// A Refill's Pod took its slot a while ago, and its clients with it:
-	// nothing to wait for.
+	// A Refill waits once it holds the lock, after emptying the Pod it
+	// fills (copyJob.settleRefill): a Pod back in its slot must not
+	// serve what it kept meanwhile for the wait.
 	if r.opts.ClientMove > 0 && h.Reason != v1alpha1.HandoffRefill {
 		log.Debug("waiting for clients to move to the slot's new owner", "settle", r.opts.ClientMove)
 		select {

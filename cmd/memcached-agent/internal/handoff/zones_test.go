@@ -2,11 +2,13 @@ package handoff
 
 import (
 	"fmt"
-	"github.com/example/memcached-operator/sync/contract"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -56,7 +58,10 @@ func TestZonesRouteByTheirZonesTable(t *testing.T) {
 // that holds slot 1 in zone b: the items whose keys hash to slot 1 go to
 // it, a newer value it holds already stays, the source keeps every item
 // and gets no done marker (it stays), and the items of other slots the
-// source kept from earlier changes stay where they are.
+// source kept from earlier changes stay where they are. The copy waits
+// for clients to move (ClientMove) once it holds the lock: a write the
+// source takes meanwhile (the proxies send the slot's writes to the
+// other zones alone until they route it to the filled Pod) is copied.
 func TestRefill(t *testing.T) {
 	src := startServer(t, nextIP(t), 64)
 	dst := startServer(t, nextIP(t), 64)
@@ -76,11 +81,21 @@ func TestRefill(t *testing.T) {
 	zoneA := []v1alpha1.Slot{serving(0, "a-0", "192.0.2.10"), serving(1, "a-1", dst.ip), serving(2, "a-2", "192.0.2.12")}
 	zoneB := []v1alpha1.Slot{serving(0, "b-0", "192.0.2.20"), serving(1, "b-1", src.ip), serving(2, "b-2", "192.0.2.22")}
 	rec := newRecorder()
-	// ClientMove is set: a Refill does not wait for it.
-	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: time.Hour})
+	const settle = time.Second
+	var once sync.Once
+	var firstGet time.Time
+	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: settle, beforeGet: func([]dumpKey) { once.Do(func() { firstGet = time.Now() }) }})
 	h := v1alpha1.Handoff{Pod: "b-1", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1), To: "a-1", ToIP: dst.ip}
+	start := time.Now()
 	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA, "b": zoneB})
+	// The copy holds the lock (its first report) and waits: the source
+	// takes a write of the slot, which only the other zones got.
+	rec.wait(t, "the Refill's first report", 10*time.Second, func(r *recorder) bool { return len(r.states[contract.ReportKey(h)]) > 0 })
+	c.set(mine[1], []byte("meanwhile"), 7, 0)
 	p := rec.final(t, contract.ReportKey(h), 30*time.Second)
+	if d := firstGet.Sub(start); d < settle {
+		t.Errorf("the copy read its first item %s after the entry came, want %s at least (ClientMove)", d, settle)
+	}
 	if want := int64(len(mine) - 1); p.State != v1alpha1.HandoffDone || p.Items != want || p.Skipped != 1 {
 		t.Errorf("final report %+v, want Done, %d items, 1 skipped", p, want)
 	}
@@ -88,8 +103,11 @@ func TestRefill(t *testing.T) {
 	for i, k := range mine {
 		g, ok := to.get(k)
 		want := "old"
-		if i == 0 {
+		switch i {
+		case 0:
 			want = "new"
+		case 1:
+			want = "meanwhile"
 		}
 		if !ok || string(g.value) != want {
 			t.Errorf("filled Pod's %s = %q (%v), want %q", k, g.value, ok, want)
@@ -110,7 +128,9 @@ func TestRefill(t *testing.T) {
 
 // TestRefillFlush fills a Pod back in its own slot after a partition:
 // what it kept from before (a value the other zones overwrote since, a key
-// they deleted) is gone, and it holds the source's items of the slot.
+// they deleted) is gone, and it holds the source's items of the slot. It
+// is emptied before the copy waits for clients to move (ClientMove), not
+// after: the proxies read from it again within a second.
 func TestRefillFlush(t *testing.T) {
 	src := startServer(t, nextIP(t), 64)
 	dst := startServer(t, nextIP(t), 64)
@@ -134,9 +154,23 @@ func TestRefillFlush(t *testing.T) {
 		return []v1alpha1.Slot{serving(0, "x", ip), serving(1, "y", "192.0.2.1")}
 	}
 	rec := newRecorder()
-	r, _ := newRunner(t, "agent-a", rec, Options{})
+	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: 2 * time.Second})
 	h := v1alpha1.Handoff{Pod: "b-0", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(0), To: "x", ToIP: dst.ip, Flush: true}
 	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(dst.ip), "b": table(src.ip)})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, ok := to.get(keys[1]); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the filled Pod was not emptied within 10 s")
+		}
+	}
+	rec.mu.Lock()
+	states := rec.states[contract.ReportKey(h)]
+	rec.mu.Unlock()
+	if slices.Contains(states, string(v1alpha1.HandoffDone)) {
+		t.Errorf("the filled Pod was emptied after the copy ended (%v), want before it waits for clients to move", states)
+	}
 	if p := rec.final(t, contract.ReportKey(h), 30*time.Second); p.State != v1alpha1.HandoffDone || p.Items != 2 || p.Skipped != 0 {
 		t.Errorf("final report %+v, want Done, 2 items, none skipped", p)
 	}
