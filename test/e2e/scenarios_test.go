@@ -138,20 +138,7 @@ func testKubectlScale(s *scenario) {
 	obs, at := s.waitConverged(name, 4, "")
 	record(s.t, "resize-to-status-right/kubectl-scale-1-to-4", at.Sub(began), s.callsSince(began))
 
-	var scale struct {
-		Spec struct {
-			Replicas int32 `json:"replicas"`
-		} `json:"spec"`
-		Status struct {
-			Replicas int32  `json:"replicas"`
-			Selector string `json:"selector"`
-		} `json:"status"`
-	}
-	s.getJSON(&scale, "memcached", name, "--subresource=scale")
-	if scale.Spec.Replicas != 4 || scale.Status.Replicas != 4 || scale.Status.Selector != obs.mc.Status.Selector {
-		s.t.Errorf("the scale subresource says spec.replicas %d, status.replicas %d, selector %q; want 4, 4, %q",
-			scale.Spec.Replicas, scale.Status.Replicas, scale.Status.Selector, obs.mc.Status.Selector)
-	}
+	s.checkScale(name, 4, "", obs.mc.Status.Selector)
 }
 
 // testDeletedPod deletes one of a Memcached's Pods: the ReplicaSet
@@ -672,5 +659,26 @@ func (s *scenario) checkSpread(pods []corev1.Pod, c corev1.TopologySpreadConstra
 	}
 	if int32(hi-lo) > c.MaxSkew {
 		s.t.Errorf("Pods per %s: %v; want a skew of at most %d (whenUnsatisfiable: DoNotSchedule)", c.TopologyKey, count, c.MaxSkew)
+	}
+}
+
+// checkScale checks what the scale subresource says of Memcached name:
+// spec.replicas and status.replicas want (note says in what unit, if not
+// Pods), and the Memcached's selector.
+func (s *scenario) checkScale(name string, want int32, note, selector string) {
+	s.t.Helper()
+	var scale struct {
+		Spec struct {
+			Replicas int32 `json:"replicas"`
+		} `json:"spec"`
+		Status struct {
+			Replicas int32  `json:"replicas"`
+			Selector string `json:"selector"`
+		} `json:"status"`
+	}
+	s.getJSON(&scale, "memcached", name, "--subresource=scale")
+	if scale.Spec.Replicas != want || scale.Status.Replicas != want || scale.Status.Selector != selector {
+		s.t.Errorf("the scale subresource says spec.replicas %d, status.replicas %d, selector %q; want %d, %d%s, %q",
+			scale.Spec.Replicas, scale.Status.Replicas, scale.Status.Selector, want, want, note, selector)
 	}
 }

@@ -170,20 +170,7 @@ func testZones(s *scenario) {
 	s.checkProxyService(name, obs)
 	s.t.Logf("zone-c removed: %s", describePlacement(obs))
 
-	var scale struct {
-		Spec struct {
-			Replicas int32 `json:"replicas"`
-		} `json:"spec"`
-		Status struct {
-			Replicas int32  `json:"replicas"`
-			Selector string `json:"selector"`
-		} `json:"status"`
-	}
-	s.getJSON(&scale, "memcached", name, "--subresource=scale")
-	if scale.Spec.Replicas != 2 || scale.Status.Replicas != 2 || scale.Status.Selector != obs.mc.Status.Selector {
-		s.t.Errorf("the scale subresource says spec.replicas %d, status.replicas %d, selector %q; want 2, 2 (Pods per zone), %q",
-			scale.Spec.Replicas, scale.Status.Replicas, scale.Status.Selector, obs.mc.Status.Selector)
-	}
+	s.checkScale(name, 2, " (Pods per zone)", obs.mc.Status.Selector)
 	s.checkSyncWritesNothing(name, string(obs.mc.Metadata.UID))
 }
 
