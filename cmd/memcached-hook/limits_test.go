@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -366,4 +371,100 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// rawPost sends a POST /sync with the given Content-Length and body on a
+// new connection, the whole body before reading anything, as a client that
+// does not watch for an early answer does, and returns the answer. It
+// fails the test if the connection breaks first.
+func rawPost(t *testing.T, addr string, contentLength int64, body []byte) result {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Minute))
+	head := fmt.Sprintf("POST /sync HTTP/1.1\r\nHost: hook\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", contentLength)
+	if _, err := c.Write(append([]byte(head), body...)); err != nil {
+		t.Fatalf("sending the %d-byte body: %v", len(body), err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	return readResult(t, resp)
+}
+
+// TestRefusedCallsGetTheirAnswer checks that a call refused from its
+// headers alone gets its answer, not a broken connection, even when its
+// caller sends the whole body before reading: the body is larger than the
+// loopback's socket buffers, so unless the hook reads it, the sender
+// blocks until the hook closes the connection and meets a reset.
+func TestRefusedCallsGetTheirAnswer(t *testing.T) {
+	body := bytes.Repeat([]byte(" "), 24<<20) // under the 32 MiB limit
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	testutil.WriteFileAtomic(t, tokenFile, []byte("s3cret-token\n"))
+	tests := []struct {
+		name       string
+		opts       func(t *testing.T) serverOptions
+		holdSlot   bool // take the one concurrency slot first
+		wantStatus int
+	}{
+		{
+			name: "401 without a token",
+			opts: func(t *testing.T) serverOptions {
+				m := newMetrics()
+				auth, err := newAuthenticator(authConfig{tokenFile: tokenFile}, slog.New(slog.DiscardHandler), m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return serverOptions{metrics: m, auth: auth}
+			},
+			wantStatus: http.StatusUnauthorized,
+		},
+		{
+			name:       "429 with the concurrency slot taken",
+			opts:       func(*testing.T) serverOptions { return serverOptions{maxConcurrentCalls: 1} },
+			holdSlot:   true,
+			wantStatus: http.StatusTooManyRequests,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newTestServer(t, tt.opts(t))
+			if tt.holdSlot {
+				holder := newBlockingBody([]byte("{}"))
+				go serveInProcess(srv.Config.Handler, holder)
+				<-holder.started
+				t.Cleanup(func() { close(holder.release) })
+			}
+			res := rawPost(t, srv.Listener.Addr().String(), int64(len(body)), body)
+			if res.status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body: %.300s", res.status, tt.wantStatus, res.body)
+			}
+			if got := decodeErrorAnswer(t, res); got == "" {
+				t.Errorf("the %d has no error message", res.status)
+			}
+		})
+	}
+}
+
+// TestStatedLengthOverLimit checks that a body whose stated length is over
+// --max-request-bytes is refused 413 before anything is read or allocated,
+// however large the length it states.
+func TestStatedLengthOverLimit(t *testing.T) {
+	for _, n := range []int64{32<<20 + 1, 1 << 40, 1<<63 - 1} {
+		t.Run(strconv.FormatInt(n, 10), func(t *testing.T) {
+			srv, _ := newTestServer(t, serverOptions{})
+			res := rawPost(t, srv.Listener.Addr().String(), n, []byte("{}"))
+			if res.status != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status = %d, want 413; body: %.300s", res.status, res.body)
+			}
+			if got := decodeErrorAnswer(t, res); !strings.Contains(got, "--max-request-bytes") {
+				t.Errorf("error = %q, want it to name --max-request-bytes", got)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -151,6 +152,52 @@ func (w *jsonErrorWriter) finish() {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (w *jsonErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// readBeforeRefusing reads what is left of a call's body, up to limit
+// bytes, before an error answer goes out. The hook refuses some calls from
+// their headers alone (401 without credentials, 429 when the concurrency
+// limit is reached), and Go's server then closes the connection after the
+// answer without reading the rest: always when the caller sent
+// Connection: close, and for a body over 256 KiB (a sync of about 50 Pods)
+// otherwise. A caller still sending its body then meets a broken pipe or a
+// reset, and Go's client returns that error rather than the answer when its
+// write fails before it has read the answer (golang/go#11745): Metacontroller
+// would log a failed call and back off where a 429 asks it to retry in a
+// second, and a 401 would not say why. A 413 is not read on: its body is the
+// one too large to take.
+func readBeforeRefusing(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(&readingWriter{ResponseWriter: w, body: r.Body, limit: limit}, r)
+		})
+	}
+}
+
+// readingWriter reads the rest of body, once, when an error status is
+// written.
+type readingWriter struct {
+	http.ResponseWriter
+	body  io.Reader // the body as the server gave it, before any wrapping
+	limit int64
+	done  bool
+}
+
+func (w *readingWriter) WriteHeader(code int) {
+	if !w.done && code >= 400 && code != http.StatusRequestEntityTooLarge {
+		w.done = true
+		io.CopyN(io.Discard, w.body, w.limit)
+	}
+	w.done = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *readingWriter) Write(b []byte) (int, error) {
+	w.done = true // a Write without WriteHeader is a 200
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *readingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // closeWhenNotReady closes each connection after its answer once shutdown
 // has begun, so that a caller reusing a connection goes back through the
