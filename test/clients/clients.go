@@ -304,6 +304,10 @@ type Counts struct {
 	// one before it (GetExpectAfter).
 	Stale    int `json:"stale"`
 	Previous int `json:"previous"`
+	// Stuck are the operations counted in Errors because they had not
+	// settled by the client's deadline (the npm client's: see its
+	// client.mjs, for a library bug that leaves one pending forever).
+	Stuck int `json:"stuck"`
 }
 
 // Set stores the keys prefix0 … prefix(n-1), each a value of size bytes

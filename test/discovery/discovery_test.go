@@ -8,6 +8,7 @@ package discovery_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,4 +145,106 @@ func trim(s []string) []string {
 		out[i] = strings.Trim(v, "[]")
 	}
 	return out
+}
+
+// TestAutoDiscoveryClientAnswersWhileAGoneServerIsDropped is the npm
+// client losing a Pod without grace, as TestStableNamesThroughARollout's
+// last phase does, made to happen many times: the list alternates between
+// a live server and one whose memcached is gone (its address refuses
+// connections, as an ended Pod's fails at once) and the live one alone,
+// while the client reads keys. Every get of the gone server's keys
+// reconnects, so the poll that drops it often lands while a get is
+// connecting to it, and memcache 1.10.0 then never settles that get
+// (client.mjs says where). The client must still answer each batch of
+// gets, every key counted: a get that never settles is an error, not a
+// client that stops answering.
+func TestAutoDiscoveryClientAnswersWhileAGoneServerIsDropped(t *testing.T) {
+	const (
+		flips = 100 // lists written, alternately with the gone server and without
+		batch = 200 // keys a get reads
+	)
+	live := dataplane.StartMemcached(t, ipOf(11))
+	gone := dataplane.StartMemcached(t, ipOf(12))
+	gone.Kill()
+	c := &dataplane.Cluster{Name: "cache", Namespace: "shop", Spec: `{"size":1,"discovery":{"enabled":true}}`,
+		Pods: []dataplane.Pod{{Name: "m-live", IP: live.IP, Ready: true}}}
+	c.Sync(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "memcached.json")
+	c.WriteFile(t, file)
+
+	// The lists, written ahead: the hook's own answers, a Pod at the gone
+	// address joining (size 2) and leaving (size 1) in turn, each time
+	// under a new name, as Pods are replaced. The last is without it.
+	served := func() int {
+		st := c.Status()
+		return len(slots.Served(st.SlotTable.Slots, st.SlotAddresses, "cache", "shop", dataplane.Port))
+	}
+	var lists []string
+	for i := range flips {
+		name := fmt.Sprintf("m-gone-%d", i/2)
+		want := 2
+		if i%2 == 0 {
+			c.Spec = `{"size":2,"discovery":{"enabled":true}}`
+			c.Pods = append(c.Pods, dataplane.Pod{Name: name, IP: gone.IP, Ready: true})
+			c.Sync(t)
+		} else {
+			want = 1
+			c.Spec = `{"size":1,"discovery":{"enabled":true}}`
+			c.Set(t, name, func(p *dataplane.Pod) { p.Leaving = true })
+			c.Sync(t)
+			c.Remove(name)
+			c.Sync(t)
+		}
+		if got := served(); got != want {
+			t.Fatalf("list %d serves %d servers, want %d: %+v", i, got, want, c.Status().SlotTable)
+		}
+		lists = append(lists, filepath.Join(dir, fmt.Sprintf("list-%03d.json", i)))
+		c.WriteFile(t, lists[i])
+	}
+
+	agent := dataplane.StartAgent(t, "--memcached=cache", "--namespace=shop", "--from-file="+file,
+		"--listen=127.0.0.1:0", "--file-poll-interval=20ms")
+	client := clients.Start(t, clients.Options{}, clients.NodeDiscover, agent.Addr, "20")
+	client.Next(t, 30*time.Second, func(m map[string]any) bool { return m["event"] == "config" })
+
+	// The lists are renamed into place from a goroutine of their own, so
+	// that they keep changing while a batch waits on a get.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, l := range lists {
+			if os.Rename(l, file) != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	var total clients.Counts
+	for batches := 0; ; batches++ {
+		finished := false
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		got := client.Get(t, fmt.Sprintf("b%d:", batches), batch)
+		if n := got.Hits + got.Misses + got.Errors; n != batch {
+			t.Fatalf("batch %d counted %d of its %d keys: %+v", batches, n, batch, got)
+		}
+		total.Hits += got.Hits
+		total.Misses += got.Misses
+		total.Errors += got.Errors
+		total.Stuck += got.Stuck
+		if finished {
+			t.Logf("%d batches of %d gets: %+v", batches+1, batch, total)
+			break
+		}
+	}
+	if total.Stuck == 0 {
+		t.Logf("no get was left pending this time: the race this test provokes was not hit")
+	}
+	if total.Stuck > total.Errors {
+		t.Errorf("%d stuck gets but %d errors: a stuck get is an error too", total.Stuck, total.Errors)
+	}
 }
