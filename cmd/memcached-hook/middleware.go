@@ -163,11 +163,15 @@ func (w *jsonErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter
 // reset, and Go's client returns that error rather than the answer when its
 // write fails before it has read the answer (golang/go#11745): Metacontroller
 // would log a failed call and back off where a 429 asks it to retry in a
-// second, and a 401 would not say why. A 413 is not read on: its body is the
-// one too large to take.
+// second, and a 401 would not say why. A body over limit is not read: it
+// is refused 413 anyway.
 func readBeforeRefusing(limit int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.ContentLength > limit {
+				next.ServeHTTP(w, r)
+				return
+			}
 			next.ServeHTTP(&readingWriter{ResponseWriter: w, body: r.Body, limit: limit}, r)
 		})
 	}
@@ -184,7 +188,6 @@ type readingWriter struct {
 
 func (w *readingWriter) WriteHeader(code int) {
 	if !w.done && code >= 400 && code != http.StatusRequestEntityTooLarge {
-		w.done = true
 		io.CopyN(io.Discard, w.body, w.limit)
 	}
 	w.done = true
