@@ -1,9 +1,7 @@
 package memcached
 
 import (
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,46 +149,22 @@ func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 
-// report gives the status's hand-offs: with keepWarm, where each leaving
-// Pod's items go (package slots), with the progress the agent reports in
-// the data of the ConfigMap NAME-agent.
+// report gives the status's hand-offs, as package slots plans them for
+// every cell: with keepWarm, where each leaving Pod's items go within its
+// cell; with zones, the Refills across them; with the progress the agent
+// reports in the data of the ConfigMap NAME-agent.
 func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
-	switch {
-	case pl.spec == nil:
+	if pl.spec == nil {
 		// An invalid spec: the children stay, and so does the agent,
 		// which goes on with what the status said.
 		st.Handoffs = pl.p.Status.Handoffs
-	case pl.zones != nil:
-		var hs []v1alpha1.Handoff
-		if keepWarm(pl.spec) {
-			hs = zoneHandoffs(pl)
-		}
-		hs = append(hs, zoneRefills(pl, hs)...)
-		slices.SortFunc(hs, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
-		st.Handoffs = hs
-	case keepWarm(pl.spec):
-		st.Handoffs = slots.Handoffs(pl.obs.slotTable.Slots, pl.assigned, pl.size, pl.p.Status.Handoffs, pl.pods, pl.obs.reports)
+		return
 	}
-}
-
-// zoneHandoffs are the hand-offs of every zone, each decided within its
-// zone from its own table and Pods (a leaving Pod's items go to the Pods
-// of its zone), marked with the zone, sorted by Pod name as one table's
-// are.
-func zoneHandoffs(pl *plan) []v1alpha1.Handoff {
-	var out []v1alpha1.Handoff
-	for _, z := range pl.zones {
-		var prev []v1alpha1.Handoff
-		for _, h := range pl.p.Status.Handoffs {
-			if h.Zone == z.name {
-				prev = append(prev, h)
-			}
-		}
-		for _, h := range slots.Handoffs(z.prev.Slots, z.assigned, pl.size, prev, z.pods, pl.obs.reports) {
-			h.Zone = z.name
-			out = append(out, h)
-		}
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
-	return out
+	st.Handoffs = slots.Handoffs(slots.HandoffInput{
+		Cells:    pl.slotCells(),
+		Size:     pl.size,
+		KeepWarm: keepWarm(pl.spec),
+		Prev:     pl.p.Status.Handoffs,
+		Reports:  pl.obs.reports,
+	})
 }

@@ -12,24 +12,23 @@ import (
 
 // plan is what this sync decided, and what the status is computed from
 // (each feature's report fills its fields from it): what was observed, the
-// spec (nil when it is invalid) and the slot table.
+// spec (nil when it is invalid) and each cell's slot table.
 type plan struct {
 	p    *metacontroller.Parent
 	spec *v1alpha1.MemcachedSpec
 	obs  observed
 	// size is the number of slots the Pods are measured against: the
-	// spec's, or, when the spec is invalid, what the observed Deployment
-	// still runs.
-	size     int32
-	pods     []slots.Pod
-	assigned slots.Assignment
-	// zones are each zone's part (spec.zones; nil without). The Memcached
-	// then has no table of its own: pods and assigned are empty.
-	zones []zonePlan
+	// spec's, or, when the spec is invalid, what the observed Deployments
+	// still run.
+	size int32
+	// cells are the copies of the cache, at least one (cell.go).
+	cells []cell
 }
 
-// decide decides the slot table: the one decision the children (the
-// features that follow the table) and the status share.
+// decide decides each cell's slot table, from the cell's Pods and the
+// table the status held for it, at the same size in every cell: the one
+// decision the children (the features that follow the table) and the
+// status share.
 func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed, now time.Time) *plan {
 	pl := &plan{p: p, spec: spec, obs: obs}
 	switch {
@@ -38,15 +37,60 @@ func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed
 	case obs.deployment != nil:
 		pl.size = obs.deployment.replicas
 	}
-	if len(zonesOf(p, spec)) > 0 {
-		decideZones(pl, now)
-		return pl
+	prev := prevTables(p, obs)
+	for _, zone := range cellNames(p, spec) {
+		c := cell{zone: zone, deployment: obs.deployments[cellDeploymentName(p.Name, zone)], prev: prev[zone]}
+		size := pl.size
+		if spec == nil {
+			// What each Deployment runs is the size its Pods are
+			// measured by.
+			size = 0
+			if c.deployment != nil {
+				size = c.deployment.replicas
+			}
+		}
+		if spec == nil && pl.size == 0 {
+			pl.size = size
+		}
+		c.live = inCell(obs.pods, zone)
+		c.pods = slotPods(c.live, inCell(obs.leaving, zone))
+		c.assigned = slots.Assign(c.prev, size, c.pods, now)
+		pl.cells = append(pl.cells, c)
 	}
-	// Pods of zones (a Memcached whose zones were just removed) are not
-	// this table's: they go with their zones' Deployments.
-	pl.pods = slotPods(unzoned(obs.pods), unzoned(obs.leaving))
-	pl.assigned = slots.Assign(obs.slotTable, pl.size, pl.pods, now)
 	return pl
+}
+
+// pending is how long the soonest cell's table waits for an event to
+// settle (0 when none waits).
+func (pl *plan) pending() time.Duration {
+	var soonest time.Duration
+	for _, c := range pl.cells {
+		if p := c.assigned.Pending; p > 0 && (soonest == 0 || p < soonest) {
+			soonest = p
+		}
+	}
+	return soonest
+}
+
+// slotCells are the cells as the hand-off rules see them (sync/slots).
+func (pl *plan) slotCells() []slots.Cell {
+	out := make([]slots.Cell, len(pl.cells))
+	for i, c := range pl.cells {
+		out[i] = slots.Cell{Zone: c.zone, Prev: c.prev.Slots, Assigned: c.assigned, Pods: c.pods}
+	}
+	return out
+}
+
+// readyWithIP counts the Pods that are ready and have an address: those a
+// slot table serves.
+func readyWithIP(pods []metacontroller.Pod) int {
+	n := 0
+	for _, pod := range pods {
+		if podReady(pod) && pod.Status.PodIP != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // slotPods are the Pods as the slot table sees them, terminating ones
@@ -101,15 +145,4 @@ func leavingSince(pod metacontroller.Pod) time.Time {
 		t = t.Add(-time.Duration(*g) * time.Second)
 	}
 	return t
-}
-
-// unzoned are the Pods that belong to no zone.
-func unzoned(pods []metacontroller.Pod) []metacontroller.Pod {
-	var out []metacontroller.Pod
-	for _, pod := range pods {
-		if _, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; !ok {
-			out = append(out, pod)
-		}
-	}
-	return out
 }

@@ -39,22 +39,22 @@ func (pods) kinds(s *v1alpha1.MemcachedSpec) []string {
 	return []string{ServiceKey}
 }
 
+// children are each cell's memcached Deployment, the Service over all of
+// them, and, past one Pod a cell, each cell's PodDisruptionBudget (one
+// over every zone would let one zone's unready Pods block every drain in
+// the others).
 func (pods) children(d *desire) []any {
-	if zoned(d.s) {
-		children := zoneDeployments(d)
-		if d.managed[ServiceKey] {
-			children = append(children, service(d))
+	var children, budgets []any
+	for _, zone := range d.cells {
+		children = append(children, cellDeployment(d, zone))
+		if d.managed[PDBKey] && *d.s.Size > 1 {
+			budgets = append(budgets, disruptionBudget(cellMeta(d.p, zone), cellSelector(d.p.Name, zone)))
 		}
-		return children
 	}
-	children := []any{deployment(d)}
 	if d.managed[ServiceKey] {
 		children = append(children, service(d))
 	}
-	if d.managed[PDBKey] && *d.s.Size > 1 {
-		children = append(children, disruptionBudget(childMeta(d.p), SelectorLabels(d.p.Name)))
-	}
-	return children
+	return append(children, budgets...)
 }
 
 // pod is the template's base: labels, the memcached container, and what
@@ -78,19 +78,6 @@ func (pods) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 		TopologySpreadConstraints: s.TopologySpreadConstraints,
 		PriorityClassName:         s.PriorityClassName,
 	}
-}
-
-func deployment(d *desire) any {
-	name := d.p.Name
-	t := d.pod // the Deployment is its only reader
-	if t.Labels == nil {
-		t.Labels = map[string]string{}
-	}
-	maps.Copy(t.Labels, childLabels(name))
-	if t.Spec.TopologySpreadConstraints == nil {
-		t.Spec.TopologySpreadConstraints = spreadOf(SelectorLabels(name))
-	}
-	return deploymentOf(childMeta(d.p), *d.s.Size, SelectorLabels(name), t)
 }
 
 // Args returns memcached's argv for a spec with its defaults: the port, each

@@ -74,8 +74,25 @@ func proxySpec(s *v1alpha1.MemcachedSpec) *v1alpha1.ProxySpec {
 	return s.Proxy
 }
 
-// proxyZoneName is the name of a zone's proxy Deployment.
-func proxyZoneName(name, zone string) string { return proxyName(name) + "-" + zone }
+// proxyCellMeta is the metadata of a cell's proxy Deployment and budget:
+// NAME-proxy, or a zone's NAME-proxy-ZONE.
+func proxyCellMeta(p *metacontroller.Parent, zone string) metav1.ObjectMeta {
+	meta := proxyMeta(p)
+	if zone != "" {
+		meta.Name = proxyName(p.Name) + "-" + zone
+		meta.Labels[v1alpha1.LabelZone] = zone
+	}
+	return meta
+}
+
+// proxyCellSelector selects a cell's proxy Pods.
+func proxyCellSelector(name, zone string) map[string]string {
+	l := ProxySelectorLabels(name)
+	if zone != "" {
+		l[v1alpha1.LabelZone] = zone
+	}
+	return l
+}
 
 func proxyName(name string) string { return name + v1alpha1.ProxySuffix }
 
@@ -123,8 +140,6 @@ func (proxy) children(d *desire) []any {
 		}},
 	}
 	config := ProxyConfig
-	deployments := []any{proxyDeployment(d, "")}
-	budgets := []any{disruptionBudget(meta, ProxySelectorLabels(p.Name))}
 	if zoned(d.s) {
 		// One address for every zone, whose endpoints in the client's
 		// own zone it prefers (Kubernetes 1.31 and later, or 1.30 with
@@ -133,18 +148,13 @@ func (proxy) children(d *desire) []any {
 		// zone's proxies alike).
 		service.TrafficDistribution = ptr(corev1.ServiceTrafficDistributionPreferClose)
 		config = ProxyZonesConfig
-		deployments, budgets = nil, nil
-		for _, zone := range v1alpha1.ZonesOf(d.s) {
-			deployments = append(deployments, proxyDeployment(d, zone))
-			// A budget per zone: one over every zone would let one
-			// zone's unready proxies block every drain in the others.
-			zm := proxyMeta(p)
-			zm.Name = proxyZoneName(p.Name, zone)
-			zm.Labels[v1alpha1.LabelZone] = zone
-			sel := ProxySelectorLabels(p.Name)
-			sel[v1alpha1.LabelZone] = zone
-			budgets = append(budgets, disruptionBudget(zm, sel))
-		}
+	}
+	var deployments, budgets []any
+	for _, zone := range d.cells {
+		deployments = append(deployments, proxyDeployment(d, zone))
+		// A budget per cell: one over every zone would let one zone's
+		// unready proxies block every drain in the others.
+		budgets = append(budgets, disruptionBudget(proxyCellMeta(p, zone), proxyCellSelector(p.Name, zone)))
 	}
 	children := []any{
 		corev1.ConfigMap{
@@ -283,7 +293,7 @@ func proxyDeployment(d *desire, zone string) any {
 	// Nodes are tainted for the cache would otherwise have none, and its
 	// clients would be sent to another zone's.
 	t.Spec.Tolerations = s.Tolerations
-	meta.Name = proxyZoneName(p.Name, zone)
+	meta.Name = proxyCellMeta(p, zone).Name
 	meta.Labels = t.Labels
 	proxy := container(&t, "proxy")
 	proxy.Env = append(proxy.Env, corev1.EnvVar{Name: ProxyLocalZoneEnv, Value: zone})

@@ -213,7 +213,7 @@ func (stableNames) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 		st.SlotAddresses = pl.p.Status.SlotAddresses
 	case stableNamesEnabled(pl.spec) && pl.obs.hasChild(ServiceKey, slotsName(pl.p.Name)) &&
 		pl.obs.hasChild(EndpointSliceKey, sliceName(pl.p.Name, discoveryv1.AddressTypeIPv4)):
-		for _, e := range pl.assigned.Slots {
+		for _, e := range pl.cells[0].assigned.Slots {
 			st.SlotAddresses = append(st.SlotAddresses, slotAddress(pl.p, e.Slot))
 		}
 	}

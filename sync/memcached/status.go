@@ -41,32 +41,35 @@ func status(pl *plan, specErr string, now time.Time, opts Options) *v1alpha1.Mem
 		}
 	}
 	slices.Sort(st.Endpoints)
-	deployments := pl.deployments()
-	if d := deployments[0].d; d != nil {
+	if d := pl.cells[0].deployment; d != nil {
 		st.Image = d.image
 	}
+	// The edge: each cell's status, as the wire has it. Without zones the
+	// one cell's table is status.slotTable, and the Memcached's Pods are
+	// its counts; with zones each zone has its entry in status.zones, and
+	// the Memcached's own table stays empty.
+	cells := cellStatus(pl, now)
 	var avail metav1.Condition
-	if pl.zones != nil {
-		// Each zone has its table; the Memcached's own stays empty.
+	if pl.zoned() {
 		st.SlotTable = v1alpha1.SlotTable{Slots: []v1alpha1.Slot{}}
-		st.Zones = zoneStatus(pl, now)
+		st.Zones = cells
 		st.Replicas, st.ReadyReplicas = fewestPerZone(st.Zones)
 		avail = zonesAvailable(size, st.Zones)
 	} else {
-		st.SlotTable = slotTable(obs.slotTable, pl.assigned, now)
+		st.SlotTable = cells[0].SlotTable
 		avail = available(size, st.ReadyReplicas)
 	}
 	for _, f := range features {
 		f.report(pl, st)
 	}
 
-	if spec == nil && deployments[0].d == nil {
+	if spec == nil && pl.cells[0].deployment == nil {
 		avail = cond(ConditionAvailable, false, ReasonInvalidSpec, "the spec is invalid and no Deployment exists")
 	}
 	conds := []metav1.Condition{
 		avail,
-		progressing(pl, specErr, st),
-		degraded(spec, specErr, obs, deployments, opts),
+		progressing(pl, specErr, cells),
+		degraded(spec, specErr, obs, pl.cells, opts),
 	}
 	old := p.Status.Conditions
 	for i := range conds {
@@ -97,7 +100,7 @@ func available(size, ready int32) metav1.Condition {
 	}
 }
 
-func progressing(pl *plan, specErr string, st *v1alpha1.MemcachedStatus) metav1.Condition {
+func progressing(pl *plan, specErr string, cells []v1alpha1.ZoneStatus) metav1.Condition {
 	obs := pl.obs
 	switch {
 	case obs.finalizing && obs.childCount > 0:
@@ -107,17 +110,35 @@ func progressing(pl *plan, specErr string, st *v1alpha1.MemcachedStatus) metav1.
 	case specErr != "":
 		return cond(ConditionProgressing, false, ReasonInvalidSpec, "the spec is invalid: children are left as they are")
 	}
-	if pl.zones == nil {
-		c, _ := rollout("", obs.deployment, pl.spec, pl.size, st.Replicas, st.ReadyReplicas, len(st.Endpoints), st.SlotTable)
-		return c
-	}
-	for i, z := range pl.zones {
-		zs := st.Zones[i]
-		if c, done := rollout("zone "+z.name+": ", z.deployment, pl.spec, pl.size, zs.Replicas, zs.ReadyReplicas, readyWithIP(z.live), zs.SlotTable); !done {
+	var c metav1.Condition
+	for i, cl := range pl.cells {
+		cs := cells[i]
+		var done bool
+		if c, done = rollout(cellPrefix(cl.zone), cl.deployment, pl.spec, pl.size, cs.Replicas, cs.ReadyReplicas, readyWithIP(cl.live), cs.SlotTable); !done {
 			return c
 		}
 	}
-	return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready in each of %s", pl.size, plural(len(pl.zones), "zone", "zones")))
+	if !pl.zoned() {
+		return c
+	}
+	return cond(ConditionProgressing, false, ReasonRolloutComplete, fmt.Sprintf("%d Pods up to date and ready in each of %s", pl.size, plural(len(pl.cells), "zone", "zones")))
+}
+
+// cellStatus reports each cell: its Pods and its table, versioned against
+// the one the status held.
+func cellStatus(pl *plan, now time.Time) []v1alpha1.ZoneStatus {
+	out := make([]v1alpha1.ZoneStatus, len(pl.cells))
+	for i, c := range pl.cells {
+		cs := v1alpha1.ZoneStatus{Name: c.zone, SlotTable: slotTable(c.prev, c.assigned, now)}
+		for _, pod := range c.live {
+			cs.Replicas++
+			if podReady(pod) {
+				cs.ReadyReplicas++
+			}
+		}
+		out[i] = cs
+	}
+	return out
 }
 
 // rollout is how far one memcached Deployment's rollout is, and whether it
@@ -174,7 +195,7 @@ func deploymentCondition(s appsv1.DeploymentStatus, t appsv1.DeploymentCondition
 	return false
 }
 
-func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, deployments []namedDeployment, opts Options) metav1.Condition {
+func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, cells []cell, opts Options) metav1.Condition {
 	if specErr != "" {
 		return cond(ConditionDegraded, true, ReasonInvalidSpec, truncate(specErr, maxMessage))
 	}
@@ -205,12 +226,12 @@ func degraded(spec *v1alpha1.MemcachedSpec, specErr string, obs observed, deploy
 			msgs = append(msgs, string(r)+": "+listNames(pods))
 		}
 	}
-	for _, nd := range deployments {
-		if d := nd.d; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)) {
+	for _, c := range cells {
+		if d := c.deployment; d != nil && deploymentCondition(d.status, appsv1.DeploymentProgressing, string(ReasonProgressDeadlineExceeded)) {
 			if reason == "" {
 				reason = ReasonProgressDeadlineExceeded
 			}
-			msgs = append(msgs, nd.prefix+"the Deployment's rollout exceeded its progress deadline")
+			msgs = append(msgs, cellPrefix(c.zone)+"the Deployment's rollout exceeded its progress deadline")
 		}
 	}
 	if agentIdentityWanted(spec) && opts.AgentImage == "" {

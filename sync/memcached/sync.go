@@ -125,7 +125,7 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 	case specErr != "":
 		resp.Children = keepChildren(req.Children)
 	default:
-		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, pl.assigned.Slots)
+		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, pl.cells[0].assigned.Slots)
 	}
 	resp.Status = status(pl, specErr, now, opts)
 	if pending := pl.pending(); pending > 0 && !finalizing {

@@ -8,11 +8,66 @@ import (
 	"github.com/example/memcached-operator/sync/contract"
 )
 
-// Handoffs says, for spec.rollout.keepWarm, where each leaving Pod's items
-// go, given the table before this sync (prev), what Assign made of it (a),
-// the size, the hand-offs the status held (prevHandoffs), the Pods, and the
-// progress the agent reports by contract.ReportKey (reports; the agent writes them,
-// the hook only carries them into the status).
+// Cell is one copy of the cache as the hand-off rules see it: a memcached
+// Deployment's Pods and their slot table. A Memcached without zones is one
+// cell, Zone ""; with spec.zones, each zone is one, and every cell's table
+// has the same size, so that a key has the same slot in each.
+type Cell struct {
+	Zone string
+	// Prev is the cell's table as the status held it before this sync
+	// (contract.Ordered), and Assigned what Assign made of it.
+	Prev     []v1alpha1.Slot
+	Assigned Assignment
+	// Pods are the cell's Pods as Assign saw them, terminating ones
+	// included.
+	Pods []Pod
+}
+
+// HandoffInput is what Handoffs decides from: the cells, the size, the
+// hand-offs the status held, and the progress the agent reports by
+// contract.ReportKey (the agent writes them, the hook only carries them
+// into the status).
+type HandoffInput struct {
+	Cells []Cell
+	Size  int32
+	// KeepWarm is spec.rollout.keepWarm: Pods that leave, move or stay
+	// through a scale-up hand their items on within their cell. Without
+	// it, only Refill (across cells) is planned.
+	KeepWarm bool
+	Prev     []v1alpha1.Handoff
+	Reports  map[string]v1alpha1.HandoffProgress
+}
+
+// Handoffs plans every hand-off of a sync: with KeepWarm, each cell's
+// (Replaced, Removed, Moved, Grown, Waiting, NoSlot: see cellHandoffs),
+// marked with the cell's zone; then the Refills across cells (see
+// refills), whose sources are Pods that hand nothing else on. The result
+// is sorted by Pod name: a Pod is in at most one entry.
+func Handoffs(in HandoffInput) []v1alpha1.Handoff {
+	var out []v1alpha1.Handoff
+	if in.KeepWarm {
+		for _, c := range in.Cells {
+			var prev []v1alpha1.Handoff
+			for _, h := range in.Prev {
+				if h.Zone == c.Zone {
+					prev = append(prev, h)
+				}
+			}
+			for _, h := range cellHandoffs(c, in.Size, prev, in.Reports) {
+				h.Zone = c.Zone
+				out = append(out, h)
+			}
+		}
+	}
+	out = append(out, refills(in, out)...)
+	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
+	return out
+}
+
+// cellHandoffs says, for spec.rollout.keepWarm, where each leaving Pod's
+// items go within one cell, given the table before this sync (c.Prev),
+// what Assign made of it (c.Assigned), the size, the cell's hand-offs the
+// status held (prevHandoffs), the Pods, and the agent's reports.
 //
 // A Pod that is terminating:
 //
@@ -37,8 +92,9 @@ import (
 //
 // The transition is seen once, in the sync where the table changes; later
 // syncs carry the entry forward from prevHandoffs for as long as its Pod
-// exists. The result is sorted by Pod name.
-func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1alpha1.Handoff, pods []Pod, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
+// exists.
+func cellHandoffs(c Cell, size int32, prevHandoffs []v1alpha1.Handoff, reports map[string]v1alpha1.HandoffProgress) []v1alpha1.Handoff {
+	prev, a, pods := c.Prev, c.Assigned, c.Pods
 	n := int(min(max(size, 0), MaxSlots))
 	table := a.Slots
 	// added is the first slot this sync's table adds (a scale-up: the
@@ -109,7 +165,6 @@ func Handoffs(prev []v1alpha1.Slot, a Assignment, size int32, prevHandoffs []v1a
 		}
 		out = append(out, h)
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.Handoff) int { return strings.Compare(a.Pod, b.Pod) })
 	return out
 }
 

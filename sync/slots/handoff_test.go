@@ -231,7 +231,8 @@ func TestHandoffs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			prev := table(t, tt.prev)
 			next := slots.Assign(v1alpha1.SlotTable{Slots: prev}, tt.size, tt.pods, testNow)
-			got := slots.Handoffs(prev, next, tt.size, tt.prevHO, tt.pods, tt.reports)
+			got := slots.Handoffs(slots.HandoffInput{Cells: []slots.Cell{{Prev: prev, Assigned: next, Pods: tt.pods}},
+				Size: tt.size, KeepWarm: true, Prev: tt.prevHO, Reports: tt.reports})
 			if handoffs(got) != tt.want {
 				t.Errorf("Handoffs = %q, want %q (table %s)", handoffs(got), tt.want, show(next.Slots))
 			}
@@ -250,7 +251,7 @@ func TestHandoffsThroughARollingUpdate(t *testing.T) {
 	step := func(want string) {
 		t.Helper()
 		next := slots.Assign(v1alpha1.SlotTable{Slots: tb}, 3, pods, testNow)
-		hs = slots.Handoffs(tb, next, 3, hs, pods, nil)
+		hs = slots.Handoffs(slots.HandoffInput{Cells: []slots.Cell{{Prev: tb, Assigned: next, Pods: pods}}, Size: 3, KeepWarm: true, Prev: hs})
 		tb = next.Slots
 		if got := handoffs(hs); got != want {
 			t.Errorf("hand-offs %q, want %q (table %s)", got, want, show(tb))

@@ -501,7 +501,8 @@ func (w *world) compute(copy object) (status, time.Duration) {
 	prev := copy.status
 	a := slots.Assign(prev.table, copy.size, pods, w.now)
 	st := status{table: v1alpha1.SlotTable{Version: slots.Version(prev.table, a.Slots, w.now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}}
-	st.handoffs = slots.Handoffs(prev.table.Slots, a, copy.size, prev.handoffs, pods, w.reports)
+	st.handoffs = slots.Handoffs(slots.HandoffInput{Cells: []slots.Cell{{Prev: prev.table.Slots, Assigned: a, Pods: pods}},
+		Size: copy.size, KeepWarm: true, Prev: prev.handoffs, Reports: w.reports})
 	return st, a.Pending
 }
 
