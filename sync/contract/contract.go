@@ -67,10 +67,21 @@ func AgentName(name string) string { return name + AgentSuffix }
 // slot's Pod is new in each scale-up (a Pod never moves up into a slot),
 // so the key is one plan's.
 //
+// A Refill's key names the source Pod, the slot, the Pod filled and its
+// zone, and "_flush" when it empties that Pod first: the Pod's first fill
+// and its fill after it came back (a partition, a NotReady spell) are two
+// plans of the same source, slot and Pod, and the first one's report,
+// until the agent removes it, must not end the second before it started
+// (TestModel in sync/slots found it: the flush was skipped).
+//
 // ParseReportKey reads a key back; nothing else takes one apart.
 func ReportKey(h v1alpha1.Handoff) string {
 	if s, to, _, ok := h.Refilled(); ok {
-		return h.Pod + reportKeySep + strconv.Itoa(int(s)) + reportKeySep + to + reportKeySep + h.Zone
+		key := h.Pod + reportKeySep + strconv.Itoa(int(s)) + reportKeySep + to + reportKeySep + h.Zone
+		if h.Flush {
+			key += reportKeySep + flushPart
+		}
+		return key
 	}
 	if s, ok := h.MovedInto(); ok {
 		return h.Pod + reportKeySep + strconv.Itoa(int(s))
@@ -84,6 +95,9 @@ func ReportKey(h v1alpha1.Handoff) string {
 // reportKeySep separates a report key's parts: it is in no Pod name.
 const reportKeySep = "_"
 
+// flushPart ends the key of a Refill that flushes first.
+const flushPart = "flush"
+
 // Reported is what a report key names (ParseReportKey): the hand-off's
 // Pod and, for a Pod that stays, its reason (Moved, Grown) and slot (the
 // slot it moved into, the first slot added), and for Grown the first
@@ -96,14 +110,19 @@ type Reported struct {
 	Reason v1alpha1.HandoffReason
 	Slot   int32
 	To     string
-	// Zone is a Refill's: the zone of the Pod filled (To).
-	Zone string
+	// Zone is a Refill's: the zone of the Pod filled (To); Flush, whether
+	// it empties that Pod first.
+	Zone  string
+	Flush bool
 }
 
 // ParseReportKey reads a key ReportKey made, and tells whether it is one.
 func ParseReportKey(key string) (Reported, bool) {
 	parts := strings.Split(key, reportKeySep)
 	r := Reported{Pod: parts[0]}
+	if len(parts) == 5 && parts[4] == flushPart {
+		r.Flush, parts = true, parts[:4]
+	}
 	if r.Pod == "" || len(parts) > 4 {
 		return Reported{}, false
 	}

@@ -64,6 +64,7 @@ func TestReportKey(t *testing.T) {
 		{name: "Grown", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffGrown, Slot: &seven, To: "cache-g"}, want: "cache-a_7_cache-g"},
 		{name: "Grown, plan not made yet", h: v1alpha1.Handoff{Pod: "cache-a", Reason: v1alpha1.HandoffGrown, Slot: &seven}, want: "cache-a_7_"},
 		{name: "Refill", h: v1alpha1.Handoff{Pod: "cache-b-x", Reason: v1alpha1.HandoffRefill, Zone: "1", Slot: &seven, To: "cache-a-y"}, want: "cache-b-x_7_cache-a-y_1"},
+		{name: "Refill that flushes first", h: v1alpha1.Handoff{Pod: "cache-b-x", Reason: v1alpha1.HandoffRefill, Zone: "1", Slot: &seven, To: "cache-a-y", Flush: true}, want: "cache-b-x_7_cache-a-y_1_flush"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,14 +80,14 @@ func TestReportKey(t *testing.T) {
 				want.To = tt.h.To
 			}
 			if tt.h.Reason == v1alpha1.HandoffRefill {
-				want.Zone = tt.h.Zone
+				want.Zone, want.Flush = tt.h.Zone, tt.h.Flush
 			}
 			if got, ok := contract.ParseReportKey(tt.want); !ok || got != want {
 				t.Errorf("ParseReportKey(%q) = %+v, %v, want %+v", tt.want, got, ok, want)
 			}
 		})
 	}
-	for _, key := range []string{"", "_7", "cache-a_", "cache-a_x", "cache-a_-1", "cache-a_07", "cache-a_7_b_c_d", "cache-a_7__z", "cache-a_7_b_", "cache-a_99999999999"} {
+	for _, key := range []string{"", "_7", "cache-a_", "cache-a_x", "cache-a_-1", "cache-a_07", "cache-a_7_b_c_d", "cache-a_7_b_c_d_e", "cache-a_7_b_c_Flush", "cache-a_7_b__flush", "cache-a_7__z", "cache-a_7_b_", "cache-a_99999999999"} {
 		if got, ok := contract.ParseReportKey(key); ok {
 			t.Errorf("ParseReportKey(%q) = %+v, want no report key", key, got)
 		}

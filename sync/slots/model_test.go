@@ -36,6 +36,16 @@ import (
 // Serving, every hand-off ended (the agent reports some Grown copies
 // Failed: those end too), a sync more changes nothing, and nothing is
 // pending. In the scenarios that add slots, some Grown plan is made.
+//
+// Every scenario runs with one cell (a Memcached without zones) and with
+// three (spec.zones: a Deployment, Pods and table per zone, one size, the
+// hand-offs planned across them). With three, each landed Refill is
+// checked too: its Pod serves the slot in its zone, its source serves the
+// same slot in another zone of as many slots, no Pod is in two entries,
+// and it flushes first exactly when the filled Pod comes back to a slot
+// it was published Serving in (a partition, a NotReady spell). The zones'
+// own scenarios (a Pod lost without grace in one zone, a zone added, a
+// zone cut off and back) must plan some Refill, and the partition a Flush.
 func TestModel(t *testing.T) {
 	tests := []struct {
 		name string
@@ -44,6 +54,10 @@ func TestModel(t *testing.T) {
 		script map[int]func(w *world)
 		// grows: the script adds slots, and some Grown plan is made.
 		grows bool
+		// zones: the scenario is the zones' own and runs with three
+		// cells only; refills: some Refill is planned, flushes: some
+		// with Flush.
+		zones, refills, flushes bool
 	}{{
 		name:   "rolling replacement",
 		size:   5,
@@ -140,17 +154,61 @@ func TestModel(t *testing.T) {
 			12: rollout,
 			13: flap,
 		},
+	}, {
+		name:    "a Pod lost without grace in one zone",
+		size:    4,
+		script:  map[int]func(*world){5: lose, 15: lose},
+		zones:   true,
+		refills: true,
+	}, {
+		name:    "a zone added",
+		size:    3,
+		script:  map[int]func(*world){5: addZone("d")},
+		zones:   true,
+		refills: true,
+	}, {
+		name:    "a zone cut off and back",
+		size:    3,
+		script:  map[int]func(*world){10: partition, 25: partition},
+		zones:   true,
+		refills: true,
+		flushes: true,
+	}, {
+		name:    "a zone cut off during a rollout",
+		size:    3,
+		script:  map[int]func(*world){5: rollout, 7: partition},
+		zones:   true,
+		refills: true,
 	}}
 	for _, tt := range tests {
-		for seed := range uint64(40) {
-			t.Run(fmt.Sprintf("%s/seed-%d", tt.name, seed), func(t *testing.T) {
-				w := newWorld(t, seed, tt.size)
-				w.run(tt.script, 45*time.Second)
-				w.converge()
-				if tt.grows && w.grownPlans == 0 {
-					t.Errorf("slots were added, and no Grown plan was made")
-				}
-			})
+		for _, cells := range []int{1, 3} {
+			if tt.zones && cells == 1 {
+				continue
+			}
+			// Three cells cost three times the work: fewer seeds.
+			seeds := uint64(40)
+			if cells > 1 {
+				seeds = 15
+			}
+			for seed := range seeds {
+				t.Run(fmt.Sprintf("%s/cells-%d/seed-%d", tt.name, cells, seed), func(t *testing.T) {
+					w := newWorld(t, seed, tt.size, cells)
+					w.run(tt.script, 45*time.Second)
+					w.converge()
+					if tt.grows && w.grownPlans == 0 {
+						t.Errorf("slots were added, and no Grown plan was made")
+					}
+					if tt.refills && w.refills == 0 {
+						t.Errorf("a slot was taken cold, and no Refill was planned")
+					}
+					if tt.flushes && len(w.away) == 0 {
+						t.Errorf("the script cut off no Pod")
+					}
+					if tt.flushes && w.flushes == 0 {
+						t.Errorf("a zone came back, and no Refill flushed it first")
+					}
+				})
+			}
 		}
 	}
 }
@@ -159,6 +217,30 @@ func TestModel(t *testing.T) {
 func rollout(w *world) { w.writeSpec(func(o *object) { o.template++ }) }
 func scale(n int32) func(*world) {
 	return func(w *world) { w.writeSpec(func(o *object) { o.size = n }) }
+}
+
+// addZone adds a cell: its Deployment starts with no Pod.
+func addZone(zone string) func(*world) {
+	return func(w *world) { w.writeSpec(func(o *object) { o.zones = append(slices.Clone(o.zones), zone) }) }
+}
+
+// partition makes every settled Serving Pod of one random zone NotReady
+// for a few seconds, as a zone cut off from the kubelets' probes would be
+// (a Pod published within the last writes is left out, as randomServing
+// leaves it).
+func partition(w *world) {
+	p := w.randomServing()
+	if p == nil {
+		return
+	}
+	back := w.now.Add(time.Duration(2000+w.rng.IntN(3000)) * time.Millisecond)
+	for _, q := range w.pods {
+		if q.zone == p.zone && w.settledServing(q) {
+			w.set(q, func(s *podState) { s.ready = false })
+			q.readyDue = back
+			w.away[q.name] = true
+		}
+	}
 }
 
 // lose makes a random Serving Pod vanish at once, as a lost node's do
@@ -174,6 +256,7 @@ func flap(w *world) {
 	if p := w.randomServing(); p != nil {
 		w.set(p, func(s *podState) { s.ready = false })
 		p.readyDue = w.now.Add(time.Duration(2000+w.rng.IntN(3000)) * time.Millisecond)
+		w.away[p.name] = true
 	}
 }
 
@@ -182,11 +265,13 @@ type object struct {
 	rev      int
 	size     int32
 	template int
-	status   status
+	// zones are the cells: "" alone for a Memcached without zones.
+	zones  []string
+	status status
 }
 
 type status struct {
-	table    v1alpha1.SlotTable
+	tables   map[string]v1alpha1.SlotTable // by zone
 	handoffs []v1alpha1.Handoff
 }
 
@@ -202,6 +287,7 @@ type podState struct {
 }
 
 type modelPod struct {
+	zone     string
 	name     string
 	ip       string
 	template int
@@ -239,24 +325,39 @@ type world struct {
 	published    map[string]int32 // Pod: the slot it was first published Serving in
 	publishedRev map[string]int   // and the revision that did
 	firstSlot    map[string]int32 // leaving Pod: the slot its first Replaced entry named
-	served       int64            // the agent's version
-	servedIPs    []string
+	served       map[string]int64 // the agent's version, by zone
+	servedIPs    map[string][]string
 	landed       int
-	grownPlans   int // Grown entries that landed with a plan (To)
+	grownPlans   int             // Grown entries that landed with a plan (To)
+	refills      int             // Refill entries that landed
+	flushes      int             // of which with Flush
+	refillFlush  map[string]bool // a Refill's Flush when it first landed, by report key
+	away         map[string]bool // Pods that were NotReady after they served
+	// forgetDue are the reports the agent will remove, by key.
+	forgetDue map[string]time.Time
 }
 
-func newWorld(t *testing.T, seed uint64, size int32) *world {
+func newWorld(t *testing.T, seed uint64, size int32, cells int) *world {
+	zones := []string{""}
+	if cells > 1 {
+		zones = []string{"a", "b", "c"}[:cells]
+	}
 	w := &world{
 		t:            t,
 		rng:          rand.New(rand.NewPCG(seed, 25)),
 		now:          time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(seed) * 137 * time.Millisecond),
-		objects:      []object{{rev: 1, size: size}},
+		objects:      []object{{rev: 1, size: size, zones: zones}},
 		reports:      map[string]v1alpha1.HandoffProgress{},
 		reportDue:    map[string]time.Time{},
 		fails:        map[string]bool{},
 		published:    map[string]int32{},
 		publishedRev: map[string]int{},
 		firstSlot:    map[string]int32{},
+		served:       map[string]int64{},
+		servedIPs:    map[string][]string{},
+		refillFlush:  map[string]bool{},
+		away:         map[string]bool{},
+		forgetDue:    map[string]time.Time{},
 		copyRev:      1,
 	}
 	return w
@@ -300,9 +401,7 @@ func (w *world) stamp() time.Time { return w.now.Truncate(time.Second) }
 func (w *world) randomServing() *modelPod {
 	var serving []*modelPod
 	for _, p := range w.pods {
-		s := p.now()
-		rev, published := w.publishedRev[p.name]
-		if s.ready && !s.leaving && !s.gone && published && rev <= w.live().rev-3 {
+		if w.settledServing(p) {
 			serving = append(serving, p)
 		}
 	}
@@ -310,6 +409,14 @@ func (w *world) randomServing() *modelPod {
 		return nil
 	}
 	return serving[w.rng.IntN(len(serving))]
+}
+
+// settledServing tells whether a Pod is Ready and was published at least
+// three writes ago.
+func (w *world) settledServing(p *modelPod) bool {
+	s := p.now()
+	rev, published := w.publishedRev[p.name]
+	return s.ready && !s.leaving && !s.gone && published && rev <= w.live().rev-3
 }
 
 // run steps the model for d: the script, the kubelets, the Deployment,
@@ -341,27 +448,29 @@ func (w *world) run(script map[int]func(*world), d time.Duration) {
 func (w *world) converge() {
 	w.run(nil, 60*time.Second)
 	o := w.live()
-	tb := o.status.table.Slots
-	if len(tb) != int(o.size) {
-		w.t.Fatalf("after the events stopped, the table has %d slots, want %d: %s", len(tb), o.size, show(tb))
-	}
-	var want []string
-	for _, p := range w.pods {
-		if s := p.now(); !s.gone && !s.leaving {
-			want = append(want, p.name)
+	for _, zone := range o.zones {
+		tb := o.status.tables[zone].Slots
+		if len(tb) != int(o.size) {
+			w.t.Fatalf("after the events stopped, zone %q's table has %d slots, want %d: %s", zone, len(tb), o.size, show(tb))
 		}
-	}
-	var got []string
-	for _, e := range tb {
-		if e.State != v1alpha1.SlotServing {
-			w.t.Errorf("after the events stopped, slot %d is %s: %s", e.Slot, e.State, show(tb))
+		var want []string
+		for _, p := range w.pods {
+			if s := p.now(); p.zone == zone && !s.gone && !s.leaving {
+				want = append(want, p.name)
+			}
 		}
-		got = append(got, e.Pod)
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		w.t.Errorf("after the events stopped, the table holds %v, the Pods are %v", got, want)
+		var got []string
+		for _, e := range tb {
+			if e.State != v1alpha1.SlotServing {
+				w.t.Errorf("after the events stopped, zone %q's slot %d is %s: %s", zone, e.Slot, e.State, show(tb))
+			}
+			got = append(got, e.Pod)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			w.t.Errorf("after the events stopped, zone %q's table holds %v, the Pods are %v", zone, got, want)
+		}
 	}
 	if len(o.status.handoffs) != 0 {
 		w.t.Errorf("after the events stopped, hand-offs remain: %s", handoffs(o.status.handoffs))
@@ -369,7 +478,7 @@ func (w *world) converge() {
 	w.copyRev = o.rev
 	st, pending := w.compute(o)
 	if !reflect.DeepEqual(st, o.status) || pending != 0 {
-		w.t.Errorf("a sync on the converged table changes it (pending %s):\n got %s\nwant %s", pending, show(st.table.Slots), show(tb))
+		w.t.Errorf("a sync on the converged tables changes them (pending %s):\n got %v\nwant %v", pending, st, o.status)
 	}
 }
 
@@ -395,11 +504,18 @@ func (w *world) kubelets() {
 // otherwise at random.
 func (w *world) deployment() {
 	o := w.live()
+	for _, zone := range o.zones {
+		w.zoneDeployment(o, zone)
+	}
+}
+
+// zoneDeployment is one zone's Deployment (the one cell's without zones).
+func (w *world) zoneDeployment(o object, zone string) {
 	var old, cur []*modelPod
 	ready := 0
 	for _, p := range w.pods {
 		s := p.now()
-		if s.gone || s.leaving {
+		if p.zone != zone || s.gone || s.leaving {
 			continue
 		}
 		if s.ready {
@@ -418,7 +534,7 @@ func (w *world) deployment() {
 	}
 	switch {
 	case total < limit && (len(old) == 0 || !w.anyUnready(cur)):
-		w.create(o.template)
+		w.create(o.template, zone)
 	case total > limit || (len(old) > 0 && ready > int(o.size)):
 		// Old Pods first, not Ready ones first, else at random.
 		victims := old
@@ -439,7 +555,7 @@ func (w *world) anyUnready(pods []*modelPod) bool {
 
 // create makes a Pod whose name sorts at random against the others, that
 // turns Ready within three seconds.
-func (w *world) create(template int) {
+func (w *world) create(template int, zone string) {
 	w.nextIP++
 	const letters = "bcdfghjklmnpqrstvwxz2456789"
 	var suffix strings.Builder
@@ -447,7 +563,8 @@ func (w *world) create(template int) {
 		suffix.WriteByte(letters[w.rng.IntN(len(letters))])
 	}
 	p := &modelPod{
-		name:     fmt.Sprintf("cache-%d-%s", template, suffix.String()),
+		zone:     zone,
+		name:     fmt.Sprintf("cache-%s%d-%s", zone, template, suffix.String()),
 		ip:       fmt.Sprintf("10.0.%d.%d", w.nextIP/250, w.nextIP%250+1),
 		template: template,
 		readyDue: w.now.Add(time.Duration(100+w.rng.IntN(2900)) * time.Millisecond),
@@ -475,12 +592,23 @@ func (w *world) agentReports() {
 			delete(w.reportDue, key)
 		}
 	}
+	for key, due := range w.forgetDue {
+		if !due.After(w.now) {
+			delete(w.reports, key)
+			delete(w.forgetDue, key)
+			delete(w.refillFlush, key) // the same key again is a new plan
+		}
+	}
 }
 
-// cachedPods are the Pods as Metacontroller's cache shows them now.
-func (w *world) cachedPods() []slots.Pod {
+// cachedPods are the Pods as Metacontroller's cache shows them now, of
+// the zones given (every zone: none given).
+func (w *world) cachedPods(zones ...string) []slots.Pod {
 	var out []slots.Pod
 	for _, p := range w.pods {
+		if len(zones) > 0 && !slices.Contains(zones, p.zone) {
+			continue
+		}
 		var s *podState
 		for i := range p.history {
 			if !p.history[i].visible.After(w.now) {
@@ -497,13 +625,21 @@ func (w *world) cachedPods() []slots.Pod {
 
 // compute is the hook: the status for a copy of the object.
 func (w *world) compute(copy object) (status, time.Duration) {
-	pods := w.cachedPods()
 	prev := copy.status
-	a := slots.Assign(prev.table, copy.size, pods, w.now)
-	st := status{table: v1alpha1.SlotTable{Version: slots.Version(prev.table, a.Slots, w.now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}}
-	st.handoffs = slots.Handoffs(slots.HandoffInput{Cells: []slots.Cell{{Prev: prev.table.Slots, Assigned: a, Pods: pods}},
-		Size: copy.size, KeepWarm: true, Prev: prev.handoffs, Reports: w.reports})
-	return st, a.Pending
+	st := status{tables: map[string]v1alpha1.SlotTable{}}
+	in := slots.HandoffInput{Size: copy.size, KeepWarm: true, Prev: prev.handoffs, Reports: w.reports}
+	var pending time.Duration
+	for _, zone := range copy.zones {
+		pods := w.cachedPods(zone)
+		a := slots.Assign(prev.tables[zone], copy.size, pods, w.now)
+		st.tables[zone] = v1alpha1.SlotTable{Version: slots.Version(prev.tables[zone], a.Slots, w.now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
+		in.Cells = append(in.Cells, slots.Cell{Zone: zone, Prev: prev.tables[zone].Slots, Assigned: a, Pods: pods})
+		if a.Pending > 0 && (pending == 0 || a.Pending < pending) {
+			pending = a.Pending
+		}
+	}
+	st.handoffs = slots.Handoffs(in)
+	return st, pending
 }
 
 // sync is one of Metacontroller's: from a copy the live object or up to
@@ -526,7 +662,7 @@ func (w *world) sync() {
 		for _, p := range w.cachedPods() {
 			view = append(view, fmt.Sprintf("%s(r%v@%s l%v@%s)", p.Name, p.Ready, p.ReadySince.Format("05"), p.Leaving, p.LeavingSince.Format("05")))
 		}
-		w.t.Logf("%s sync from rev %d (live %d) size %d: prev %s\n  pods %v\n  -> %s %s", w.now.Format("04:05.000"), from, live.rev, copy.size, show(copy.status.table.Slots), view, show(st.table.Slots), handoffs(st.handoffs))
+		w.t.Logf("%s sync from rev %d (live %d) size %d: prev %v\n  pods %v\n  -> %v %s", w.now.Format("04:05.000"), from, live.rev, copy.size, copy.status.tables, view, st.tables, handoffs(st.handoffs))
 	}
 	if reflect.DeepEqual(st, live.status) {
 		return
@@ -539,7 +675,7 @@ func (w *world) sync() {
 // below the first one added, and a plan (To) names that slot's Pod only
 // once every added slot below size serves.
 func (w *world) checkGrown(copy object, st status, h v1alpha1.Handoff) {
-	tb := st.table.Slots
+	tb := st.tables[h.Zone].Slots
 	added, ok := h.FirstAdded()
 	if !ok {
 		w.t.Errorf("landing %d: %s's Grown hand-off names no slot", w.landed, h.Pod)
@@ -567,11 +703,12 @@ func (w *world) checkGrown(copy object, st status, h v1alpha1.Handoff) {
 // check checks a status that landed.
 func (w *world) check(copy object, st status) {
 	w.landed++
-	tb := st.table.Slots
-	at := map[string]v1alpha1.Slot{}
-	for _, e := range tb {
-		if e.Pod != "" {
-			at[e.Pod] = e
+	at := map[string]v1alpha1.Slot{} // each Pod's entry, in its zone's table
+	for _, zone := range copy.zones {
+		for _, e := range st.tables[zone].Slots {
+			if e.Pod != "" {
+				at[e.Pod] = e
+			}
 		}
 	}
 	moved := map[string]int32{}
@@ -588,22 +725,37 @@ func (w *world) check(copy object, st status) {
 		e, listed := at[p.Name]
 		switch {
 		case !listed:
-			w.t.Errorf("landing %d: %s, published Serving in slot %d and not terminating, is not in the table: %s", w.landed, p.Name, s, show(tb))
+			w.t.Errorf("landing %d: %s, published Serving in slot %d and not terminating, is not in the table: %v", w.landed, p.Name, s, st.tables)
 		case e.Slot == s:
 		case s >= copy.size && moved[p.Name] == e.Slot:
 			// A scale-down's move, which a Moved entry records.
 			w.published[p.Name] = e.Slot
 		default:
-			w.t.Errorf("landing %d: %s, published Serving in slot %d, is in slot %d: %s", w.landed, p.Name, s, e.Slot, show(tb))
+			w.t.Errorf("landing %d: %s, published Serving in slot %d, is in slot %d: %v", w.landed, p.Name, s, e.Slot, st.tables)
 		}
 	}
-	for _, e := range tb {
+	for _, e := range at {
 		if _, ok := w.published[e.Pod]; !ok && e.State == v1alpha1.SlotServing {
 			w.published[e.Pod] = e.Slot
 			w.publishedRev[e.Pod] = w.live().rev
 		}
 	}
+	w.checkHandoffs(copy, st)
+	w.forgetReports(st)
+	for _, zone := range copy.zones {
+		w.checkServed(zone, st.tables[zone])
+	}
+}
+
+// checkHandoffs checks the hand-offs of a status that landed, and has
+// the agent report on those it copies.
+func (w *world) checkHandoffs(copy object, st status) {
+	inEntry := map[string]bool{}
 	for _, h := range st.handoffs {
+		if inEntry[h.Pod] {
+			w.t.Errorf("landing %d: %s is in two hand-offs: %s", w.landed, h.Pod, handoffs(st.handoffs))
+		}
+		inEntry[h.Pod] = true
 		// The agent copies what the entry asks for: nothing while a
 		// slot waits, or while a Grown plan is not made.
 		if key := contract.ReportKey(h); h.Reason != v1alpha1.HandoffWaiting && !(h.Reason == v1alpha1.HandoffGrown && !h.Planned()) {
@@ -614,14 +766,19 @@ func (w *world) check(copy object, st status) {
 				}
 			}
 		}
-		if h.Reason == v1alpha1.HandoffGrown {
+		switch h.Reason {
+		case v1alpha1.HandoffGrown:
 			w.checkGrown(copy, st, h)
+			continue
+		case v1alpha1.HandoffRefill:
+			w.checkRefill(copy, st, h)
 			continue
 		}
 		taken, ok := h.TakenSlot()
 		if !ok {
 			continue
 		}
+		tb := st.tables[h.Zone].Slots
 		if first, ok := w.firstSlot[h.Pod]; ok && first != taken {
 			w.t.Errorf("landing %d: %s's hand-off names slot %d, an earlier one named slot %d: %s", w.landed, h.Pod, taken, first, show(tb))
 		}
@@ -630,21 +787,89 @@ func (w *world) check(copy object, st status) {
 			w.t.Errorf("landing %d: %s's hand-off names %s in slot %d, which the table does not: %s", w.landed, h.Pod, successor, taken, show(tb))
 		}
 	}
+}
 
-	// The agent serves it.
+// forgetReports has the agent remove the reports of the Pods that have
+// no hand-off in a status that landed, as it does once their jobs end
+// (handoff.Runner.ended), a little later: a Pod's report must not end
+// a later hand-off of the same key (a Pod refilled again by the same
+// source after it came back).
+func (w *world) forgetReports(st status) {
+	in := map[string]bool{}
+	for _, h := range st.handoffs {
+		in[h.Pod] = true
+	}
+	for key := range w.reports {
+		r, ok := contract.ParseReportKey(key)
+		switch _, due := w.forgetDue[key]; {
+		case ok && in[r.Pod]:
+			delete(w.forgetDue, key) // its job goes on, or another starts
+		case !due:
+			w.forgetDue[key] = w.now.Add(time.Duration(100+w.rng.IntN(900)) * time.Millisecond)
+		}
+	}
+}
+
+// checkRefill checks a Refill that landed: the filled Pod serves the slot
+// in its zone, the source serves the same slot in another zone of as many
+// slots, no Pod is filled twice, and it flushes first exactly when the
+// filled Pod comes back after it served and went NotReady (it may hold
+// values the other zones changed meanwhile; a Pod filled for the first
+// time holds only what clients wrote to it since, which a flush would
+// lose). An entry carried forward keeps the Flush it was planned with.
+func (w *world) checkRefill(copy object, st status, h v1alpha1.Handoff) {
+	s, to, toIP, ok := h.Refilled()
+	tb := st.tables[h.Zone].Slots
+	if !ok || int(s) >= len(tb) || tb[s].Pod != to || tb[s].IP != toIP || tb[s].State != v1alpha1.SlotServing {
+		w.t.Errorf("landing %d: %s's Refill names %s@%s in zone %q's slot %d, which does not serve it: %s", w.landed, h.Pod, to, toIP, h.Zone, s, show(tb))
+		return
+	}
+	source := false
+	for _, zone := range copy.zones {
+		y := st.tables[zone].Slots
+		source = source || (zone != h.Zone && len(y) == len(tb) && y[s].Pod == h.Pod && y[s].IP == h.IP && y[s].State == v1alpha1.SlotServing)
+	}
+	if !source {
+		w.t.Errorf("landing %d: %s's Refill of zone %q's slot %d has a source that serves it in no other zone: %v", w.landed, h.Pod, h.Zone, s, st.tables)
+	}
+	for _, o := range st.handoffs {
+		if o.Reason == v1alpha1.HandoffRefill && o.Pod != h.Pod && o.To == h.To {
+			w.t.Errorf("landing %d: %s is refilled twice, by %s and %s", w.landed, h.To, h.Pod, o.Pod)
+		}
+	}
+	key := contract.ReportKey(h)
+	if flush, seen := w.refillFlush[key]; seen {
+		if flush != h.Flush {
+			w.t.Errorf("landing %d: %s's Refill of %s changed Flush from %v to %v", w.landed, h.Pod, h.To, flush, h.Flush)
+		}
+		return
+	}
+	w.refillFlush[key] = h.Flush
+	w.refills++
+	if h.Flush {
+		w.flushes++
+	}
+	if h.Flush != w.away[h.To] {
+		w.t.Errorf("landing %d: %s's Refill of %s in slot %d has Flush %v; it served there and went NotReady since: %v", w.landed, h.Pod, h.To, s, h.Flush, w.away[h.To])
+	}
+}
+
+// checkServed has the agent serve a zone's table that landed: its version
+// never goes down, and its list never changes under one version.
+func (w *world) checkServed(zone string, table v1alpha1.SlotTable) {
 	var ips []string
-	for _, n := range slots.Served(tb, nil, "cache", "shop", 11211) {
+	for _, n := range slots.Served(table.Slots, nil, "cache", "shop", 11211) {
 		ips = append(ips, n.IP)
 	}
 	if len(ips) == 0 {
 		return // refused: the agent keeps its list
 	}
-	v := slots.ServedVersion(w.served, slices.Equal(ips, w.servedIPs), st.table.Version)
+	v := slots.ServedVersion(w.served[zone], slices.Equal(ips, w.servedIPs[zone]), table.Version)
 	switch {
-	case v < w.served:
-		w.t.Errorf("landing %d: the agent's version went down from %d to %d", w.landed, w.served, v)
-	case v == w.served && !slices.Equal(ips, w.servedIPs):
-		w.t.Errorf("landing %d: the list changed under version %d", w.landed, v)
+	case v < w.served[zone]:
+		w.t.Errorf("landing %d: the agent's version of zone %q went down from %d to %d", w.landed, zone, w.served[zone], v)
+	case v == w.served[zone] && !slices.Equal(ips, w.servedIPs[zone]):
+		w.t.Errorf("landing %d: zone %q's list changed under version %d", w.landed, zone, v)
 	}
-	w.served, w.servedIPs = v, ips
+	w.served[zone], w.servedIPs[zone] = v, ips
 }
