@@ -104,18 +104,17 @@ type desire struct {
 	observed map[string]map[string]metacontroller.Child
 	// pod is the memcached Pod template, as every feature's pod made it.
 	pod corev1.PodTemplateSpec
-	// cells are the spec's cells (cell.go): "" alone without zones.
-	cells []string
-	// slots is the slot table this sync decided for the first cell, the
-	// only one with stable names (validation refuses them with zones).
-	slots []v1alpha1.Slot
+	// cells are the copies of the cache this sync decided (plan.go): the
+	// one cell "" without zones. Stable names follow the first one's
+	// table, the only one (validation refuses them with zones).
+	cells []cell
 }
 
 // desiredChildren builds every child the spec calls for, of the kinds the
 // CompositeController manages, in a fixed order: each feature's, in the
 // order of features.
-func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options, observed map[string]map[string]metacontroller.Child, table []v1alpha1.Slot) []any {
-	d := &desire{p: p, s: s, opts: opts, managed: managed, observed: observed, pod: memcachedPod(s), cells: specCells(s), slots: table}
+func desiredChildren(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec, managed map[string]bool, opts Options, observed map[string]map[string]metacontroller.Child, cells []cell) []any {
+	d := &desire{p: p, s: s, opts: opts, managed: managed, observed: observed, pod: memcachedPod(s), cells: cells}
 	var children []any
 	for _, f := range features {
 		children = append(children, f.children(d)...)

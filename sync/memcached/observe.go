@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
-	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
@@ -28,9 +27,7 @@ type observed struct {
 	managed     map[string]bool                     // the child kinds the CompositeController manages
 	names       map[string]bool                     // the observed children, as kind key + "/" + name
 	reports     map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
-	// slotTable is the status's, as its readers take it (contract.Ordered).
-	slotTable  v1alpha1.SlotTable
-	finalizing bool
+	finalizing  bool
 }
 
 // deploymentState is the observed Deployment's spec and status, as far as
@@ -44,7 +41,7 @@ type deploymentState struct {
 
 func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	obs := observed{managed: make(map[string]bool, len(req.Children)), names: map[string]bool{}, finalizing: finalizing,
-		slotTable: contract.Ordered(req.Parent.Status.SlotTable), deployments: map[string]*deploymentState{}}
+		deployments: map[string]*deploymentState{}}
 	for kind, objs := range req.Children {
 		obs.managed[kind] = true
 		obs.childCount += len(objs)
@@ -53,13 +50,13 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 		}
 	}
 	name := req.Parent.Name
+	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
+		obs.reports = readReports(c)
+	}
 	for _, c := range req.Children[DeploymentKey] {
 		obs.deployments[c.Metadata.Name] = readDeployment(c)
 	}
 	obs.deployment = obs.deployments[name]
-	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
-		obs.reports = readReports(c)
-	}
 	sel := labels.SelectorFromSet(SelectorLabels(name))
 	for _, pod := range req.Pods {
 		// Finished (evicted, completed) Pods are gone for good, and Pods

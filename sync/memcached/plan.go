@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 	"github.com/example/memcached-operator/sync/slots"
 )
@@ -21,8 +22,33 @@ type plan struct {
 	// spec's, or, when the spec is invalid, what the observed Deployments
 	// still run.
 	size int32
-	// cells are the copies of the cache, at least one (cell.go).
+	// cells are the copies of the cache, at least one.
 	cells []cell
+	// pending is how long the soonest cell's table waits for an event to
+	// settle (0 when none waits).
+	pending time.Duration
+}
+
+// A cell is one copy of the cache: a memcached Deployment, its Pods and
+// their slot table. A Memcached without zones is one cell, named ""; with
+// spec.zones each zone is a cell named after it (zones.go says what a
+// zone adds: node affinity, its proxies, Refill across cells). The plan,
+// the memcached Deployments and the hand-offs are computed per cell by the
+// same code; only the status's edge (status.go) maps the cells to
+// status.slotTable or status.zones[], so the wire format is the one each
+// had before cells. What is per Memcached (its Service, the agent, the
+// proxy's Service) stays per Memcached.
+type cell struct {
+	zone       string
+	deployment *deploymentState
+	// live are the cell's Pods that are not terminating, sorted by name;
+	// ready of them are Ready, and endpoints of those have an address
+	// (those a slot table serves).
+	live             []metacontroller.Pod
+	ready, endpoints int32
+	pods             []slots.Pod
+	prev             v1alpha1.SlotTable
+	assigned         slots.Assignment
 }
 
 // decide decides each cell's slot table, from the cell's Pods and the
@@ -37,7 +63,7 @@ func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed
 	case obs.deployment != nil:
 		pl.size = obs.deployment.replicas
 	}
-	prev := prevTables(p, obs)
+	prev := prevTables(p)
 	for _, zone := range cellNames(p, spec) {
 		c := cell{zone: zone, deployment: obs.deployments[cellDeploymentName(p.Name, zone)], prev: prev[zone]}
 		size := pl.size
@@ -53,23 +79,88 @@ func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed
 			pl.size = size
 		}
 		c.live = inCell(obs.pods, zone)
+		for _, pod := range c.live {
+			if podReady(pod) {
+				c.ready++
+				if pod.Status.PodIP != "" {
+					c.endpoints++
+				}
+			}
+		}
 		c.pods = slotPods(c.live, inCell(obs.leaving, zone))
 		c.assigned = slots.Assign(c.prev, size, c.pods, now)
+		if p := c.assigned.Pending; p > 0 && (pl.pending == 0 || p < pl.pending) {
+			pl.pending = p
+		}
 		pl.cells = append(pl.cells, c)
 	}
 	return pl
 }
 
-// pending is how long the soonest cell's table waits for an event to
-// settle (0 when none waits).
-func (pl *plan) pending() time.Duration {
-	var soonest time.Duration
-	for _, c := range pl.cells {
-		if p := c.assigned.Pending; p > 0 && (soonest == 0 || p < soonest) {
-			soonest = p
+// zoned tells whether a spec asks for zones: the one place that reads it.
+// Everything else goes through the cells (cellNames), or asks this only
+// for what is per Memcached (the proxy tier, the agent's hand-offs).
+func zoned(s *v1alpha1.MemcachedSpec) bool { return s != nil && s.Zones != nil }
+
+// zoned tells whether the plan's cells are zones, for the status's edge:
+// a Memcached without zones has the one cell "".
+func (pl *plan) zoned() bool { return pl.cells[0].zone != "" }
+
+// specCells are a valid spec's cells: its zones, or the one cell "".
+func specCells(s *v1alpha1.MemcachedSpec) []string {
+	if !zoned(s) {
+		return []string{""}
+	}
+	return s.Zones.Names
+}
+
+// cellNames are the cells a sync works with: the spec's or, when the spec
+// is invalid (and its zones unknown), those the status last had, so that
+// what runs goes on being reported.
+func cellNames(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec) []string {
+	if spec != nil {
+		return specCells(spec)
+	}
+	if len(p.Status.Zones) == 0 {
+		return []string{""}
+	}
+	names := make([]string, len(p.Status.Zones))
+	for i, z := range p.Status.Zones {
+		names[i] = z.Name
+	}
+	return names
+}
+
+// prevTables are the slot tables the status held, by cell, as their
+// readers take them (contract.Ordered).
+func prevTables(p *metacontroller.Parent) map[string]v1alpha1.SlotTable {
+	prev := map[string]v1alpha1.SlotTable{"": contract.Ordered(p.Status.SlotTable)}
+	for _, z := range p.Status.Zones {
+		prev[z.Name] = contract.Ordered(z.SlotTable)
+	}
+	return prev
+}
+
+// inCell are the Pods of cell zone: those labelled with it, or, for the
+// cell "", those without the label (a Memcached whose zones were just
+// removed still has Pods of its zones, which go with their Deployments).
+func inCell(pods []metacontroller.Pod, zone string) []metacontroller.Pod {
+	var out []metacontroller.Pod
+	for _, pod := range pods {
+		if z, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; z == zone && ok == (zone != "") {
+			out = append(out, pod)
 		}
 	}
-	return soonest
+	return out
+}
+
+// cellDeploymentName is the name of a cell's memcached Deployment and
+// PodDisruptionBudget: NAME, or NAME-ZONE.
+func cellDeploymentName(name, zone string) string {
+	if zone == "" {
+		return name
+	}
+	return name + "-" + zone
 }
 
 // slotCells are the cells as the hand-off rules see them (sync/slots).
@@ -79,18 +170,6 @@ func (pl *plan) slotCells() []slots.Cell {
 		out[i] = slots.Cell{Zone: c.zone, Prev: c.prev.Slots, Assigned: c.assigned, Pods: c.pods}
 	}
 	return out
-}
-
-// readyWithIP counts the Pods that are ready and have an address: those a
-// slot table serves.
-func readyWithIP(pods []metacontroller.Pod) int {
-	n := 0
-	for _, pod := range pods {
-		if podReady(pod) && pod.Status.PodIP != "" {
-			n++
-		}
-	}
-	return n
 }
 
 // slotPods are the Pods as the slot table sees them, terminating ones

@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
 // The memcached Pods: their Deployment, the headless Service clients find
@@ -45,7 +46,8 @@ func (pods) kinds(s *v1alpha1.MemcachedSpec) []string {
 // the others).
 func (pods) children(d *desire) []any {
 	var children, budgets []any
-	for _, zone := range d.cells {
+	for _, c := range d.cells {
+		zone := c.zone
 		children = append(children, cellDeployment(d, zone))
 		if d.managed[PDBKey] && *d.s.Size > 1 {
 			budgets = append(budgets, disruptionBudget(cellMeta(d.p, zone), cellSelector(d.p.Name, zone)))
@@ -187,4 +189,41 @@ const versionCheckSeconds = 3
 // ends it.
 func versionCheck(port int) []string {
 	return []string{"sh", "-c", render(livenessScript, map[string]any{"Seconds": versionCheckSeconds, "Port": port})}
+}
+
+// cellSelector selects a cell's memcached Pods.
+func cellSelector(name, zone string) map[string]string {
+	l := SelectorLabels(name)
+	if zone != "" {
+		l[v1alpha1.LabelZone] = zone
+	}
+	return l
+}
+
+// cellMeta is the metadata of a cell's memcached Deployment and budget.
+func cellMeta(p *metacontroller.Parent, zone string) metav1.ObjectMeta {
+	meta := childMeta(p)
+	if zone != "" {
+		meta.Name = cellDeploymentName(p.Name, zone)
+		meta.Labels[v1alpha1.LabelZone] = zone
+	}
+	return meta
+}
+
+// cellDeployment is a cell's memcached Deployment: the Pod template every
+// feature made, spread over nodes and zones, or pinned to its zone.
+func cellDeployment(d *desire, zone string) any {
+	selector := cellSelector(d.p.Name, zone)
+	t := d.pod
+	if zone != "" {
+		t = inZone(t, d.s.Zones.TopologyKey, zone, selector)
+	}
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	maps.Copy(t.Labels, childLabels(d.p.Name))
+	if t.Spec.TopologySpreadConstraints == nil {
+		t.Spec.TopologySpreadConstraints = spreadOf(selector)
+	}
+	return deploymentOf(cellMeta(d.p, zone), *d.s.Size, selector, t)
 }

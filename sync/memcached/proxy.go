@@ -150,7 +150,8 @@ func (proxy) children(d *desire) []any {
 		config = ProxyZonesConfig
 	}
 	var deployments, budgets []any
-	for _, zone := range d.cells {
+	for _, c := range d.cells {
+		zone := c.zone
 		deployments = append(deployments, proxyDeployment(d, zone))
 		// A budget per cell: one over every zone would let one zone's
 		// unready proxies block every drain in the others.

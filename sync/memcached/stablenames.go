@@ -106,7 +106,7 @@ func (stableNames) children(d *desire) []any {
 func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 	last := lastSlotAddresses(d)
 	byFamily := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
-	for _, e := range d.slots {
+	for _, e := range d.cells[0].assigned.Slots {
 		hostname := slotHostname(d.p.Name, e.Slot)
 		ep := discoveryv1.Endpoint{Hostname: &hostname}
 		addr := e.IP

@@ -114,7 +114,7 @@ func progressing(pl *plan, specErr string, cells []v1alpha1.ZoneStatus) metav1.C
 	for i, cl := range pl.cells {
 		cs := cells[i]
 		var done bool
-		if c, done = rollout(cellPrefix(cl.zone), cl.deployment, pl.spec, pl.size, cs.Replicas, cs.ReadyReplicas, readyWithIP(cl.live), cs.SlotTable); !done {
+		if c, done = rollout(cellPrefix(cl.zone), cl.deployment, pl.spec, pl.size, cs.Replicas, cs.ReadyReplicas, int(cl.endpoints), cs.SlotTable); !done {
 			return c
 		}
 	}
@@ -129,14 +129,7 @@ func progressing(pl *plan, specErr string, cells []v1alpha1.ZoneStatus) metav1.C
 func cellStatus(pl *plan, now time.Time) []v1alpha1.ZoneStatus {
 	out := make([]v1alpha1.ZoneStatus, len(pl.cells))
 	for i, c := range pl.cells {
-		cs := v1alpha1.ZoneStatus{Name: c.zone, SlotTable: slotTable(c.prev, c.assigned, now)}
-		for _, pod := range c.live {
-			cs.Replicas++
-			if podReady(pod) {
-				cs.ReadyReplicas++
-			}
-		}
-		out[i] = cs
+		out[i] = v1alpha1.ZoneStatus{Name: c.zone, Replicas: int32(len(c.live)), ReadyReplicas: c.ready, SlotTable: slotTable(c.prev, c.assigned, now)}
 	}
 	return out
 }
@@ -344,4 +337,13 @@ func cond(t string, ok bool, reason Reason, msg string) metav1.Condition {
 // the one the status held (prev).
 func slotTable(prev v1alpha1.SlotTable, a slots.Assignment, now time.Time) v1alpha1.SlotTable {
 	return v1alpha1.SlotTable{Version: slots.Version(prev, a.Slots, now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
+}
+
+// cellPrefix starts what the conditions say of one cell: nothing for the
+// one cell of a Memcached without zones, "zone ZONE: " for a zone.
+func cellPrefix(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return "zone " + zone + ": "
 }

@@ -125,10 +125,10 @@ func answer(req *metacontroller.SyncRequest, finalizing bool, now time.Time, opt
 	case specErr != "":
 		resp.Children = keepChildren(req.Children)
 	default:
-		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, pl.cells[0].assigned.Slots)
+		resp.Children = desiredChildren(req.Parent, spec, obs.managed, opts, req.Children, pl.cells)
 	}
 	resp.Status = status(pl, specErr, now, opts)
-	if pending := pl.pending(); pending > 0 && !finalizing {
+	if pending := pl.pending; pending > 0 && !finalizing {
 		// The slot table waits for an event to settle: come back then,
 		// rounded up to a tenth of a second so that the answer changes only
 		// as often.
