@@ -22,6 +22,11 @@ import (
 // called: TestFeatureMethods fails on any method of a feature that the
 // interface does not have, and on a feature that implements none.
 //
+// Zones are not a feature but the shape of the plan: a Memcached is one or
+// more cells (plan.go), copies of the cache, and the features whose
+// children are per copy (pods, proxy) make them for each of d.cells; a
+// Memcached without zones is the one cell "".
+//
 // The memcached Pods' own children (kinds) are each made when the
 // CompositeController manages their kind. The agent's and the proxy's
 // (agentKinds) come all or none: an agent without its Role could not read

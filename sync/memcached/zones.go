@@ -23,7 +23,7 @@ import (
 // Service, the exporter's ServiceMonitor and the scale subresource's
 // selector see them all); LabelZone tells the zones apart.
 //
-// A zone is a cell (cell.go): its Deployment, Pods, table and keepWarm
+// A zone is a cell (plan.go): its Deployment, Pods, table and keepWarm
 // hand-offs are decided as a Memcached without zones has its one cell's.
 // What is the zones' own is here: the node affinity, how the status
 // counts them, and, in sync/slots (refill.go), the Refill hand-offs that
