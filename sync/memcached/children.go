@@ -74,6 +74,7 @@ type feature interface {
 //     agents, beside the proxies, and comes last.
 var features = []feature{
 	pods{},          // pods.go: the memcached Deployment, its Service and PodDisruptionBudget
+	extstore{},      // extstore.go: values on a disk of the Pod's own
 	metrics{},       // metrics.go: the exporter sidecar and the ServiceMonitor
 	security{},      // security.go: TLS and authentication
 	networkPolicy{}, // networkpolicy.go: who may reach the Pods

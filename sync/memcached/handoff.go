@@ -24,13 +24,14 @@ import (
 
 // HandoffSeconds is how long a leaving Pod keeps serving for its hand-off
 // (spec.rollout.handoffSeconds, or contract.SlotWait plus a second for
-// every contract.CopyMiBPerSecond of maxMemoryMB), counted after the
-// preStop's first sleep.
+// every contract.CopyMiBPerSecond of maxMemoryMB and of the extstore
+// file, whose items are copied too), counted after the preStop's first
+// sleep.
 func HandoffSeconds(s *v1alpha1.MemcachedSpec) int64 {
 	if s.Rollout != nil && s.Rollout.HandoffSeconds != nil {
 		return int64(*s.Rollout.HandoffSeconds)
 	}
-	mb := int64(*s.Memcached.MaxMemoryMB)
+	mb := int64(*s.Memcached.MaxMemoryMB) + v1alpha1.ExtstoreFileMiB(s)
 	return seconds(contract.SlotWait) + (mb+contract.CopyMiBPerSecond-1)/contract.CopyMiBPerSecond
 }
 

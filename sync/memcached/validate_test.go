@@ -159,6 +159,23 @@ var invalidSpecs = []struct {
 	{"networkPolicy ipBlock with a podSelector", `{"networkPolicy":{"memcached":{"from":[{"ipBlock":{"cidr":"10.0.0.0/16"},"podSelector":{}}]}}}`, "spec.networkPolicy.memcached.from[0].ipBlock"},
 	{"networkPolicy bad selector", `{"networkPolicy":{"metrics":{"from":[{"namespaceSelector":{"matchExpressions":[{"key":"a","operator":"Near"}]}}]}}}`, "spec.networkPolicy.metrics.from[0].namespaceSelector"},
 	{"spread with a bad whenUnsatisfiable", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Nope"}]}`, "spec.topologySpreadConstraints[0].whenUnsatisfiable"},
+	// spec.extstore: what memcached would not start with, and headers that
+	// would not fit in RAM.
+	{"extstore without a size", `{"extstore":{}}`, "spec.extstore.size"},
+	{"extstore of 4 pages: 3 in the file", `{"extstore":{"size":"256Mi"}}`, "spec.extstore.size"},
+	{"extstore size not a quantity", `{"extstore":{"size":"big"}}`, "spec.extstore.size"},
+	{"extstore write buffer of 3 MB", `{"extstore":{"size":"1Gi","writeBufferMB":3}}`, "spec.extstore.writeBufferMB"},
+	{"extstore write buffer of 128 MB", `{"memcached":{"maxMemoryMB":1024},"extstore":{"size":"1Gi","writeBufferMB":128}}`, "spec.extstore.writeBufferMB"},
+	{"maxItemSize above the write buffer", `{"memcached":{"maxMemoryMB":1024,"maxItemSize":"16Mi"},"extstore":{"size":"1Gi"}}`, "spec.extstore.writeBufferMB"},
+	{"maxItemSize above a 2 MB write buffer", `{"memcached":{"maxItemSize":"2560Ki"},"extstore":{"size":"1Gi","writeBufferMB":2}}`, "spec.extstore.writeBufferMB"},
+	{"extstore threads 0", `{"extstore":{"size":"1Gi","threads":0}}`, "spec.extstore.threads"},
+	{"extstore free percent 60", `{"extstore":{"size":"1Gi","slabAutomoveFreePercent":60}}`, "spec.extstore.slabAutomoveFreePercent"},
+	{"extstore expected item size 0", `{"extstore":{"size":"1Gi","expectedItemSize":0}}`, "spec.extstore.expectedItemSize"},
+	// 100 GiB of 512-byte items is 200 M headers, 29 GiB of RAM.
+	{"extstore headers over half of maxMemoryMB", `{"memcached":{"maxMemoryMB":4096},"extstore":{"size":"100Gi"}}`, "spec.extstore.size"},
+	{"extstore headers over half of maxMemoryMB at the expected size", `{"memcached":{"maxMemoryMB":64},"extstore":{"size":"10Gi","expectedItemSize":16384}}`, "spec.extstore.size"},
+	{"extraArgs ext_path", `{"memcached":{"extraArgs":["-o","ext_path=/tmp/x:64m"]}}`, "spec.memcached.extraArgs[1]"},
+	{"extraArgs ext_threads beside extstore", `{"extstore":{"size":"1Gi"},"memcached":{"extraArgs":["-o","modern,ext_threads=8"]}}`, "spec.memcached.extraArgs[1]"},
 }
 
 // TestInvalidSpec checks what an invalid spec gets: every observed child

@@ -303,6 +303,13 @@ type invalidCase struct {
 func testInvalid(t *testing.T, c *kube.Cluster) {
 	cases := []invalidCase{
 		{name: "negative size", spec: `size: -1`, want: []string{"spec.size", "greater than or equal to 0"}},
+		{name: "extstore without a size", spec: `extstore: {threads: 4}`, want: []string{"spec.extstore.size", "Required value"}},
+		{name: "extstore of four pages", spec: `extstore: {size: 256Mi}`, want: []string{"spec.extstore.size", "extstore.size must be from 320Mi"}},
+		{name: "extstore write buffer of 3 MB", spec: `extstore: {size: 1Gi, writeBufferMB: 3, expectedItemSize: 65536}`, want: []string{"spec.extstore.writeBufferMB", "2, 4, 8, 16, 32 or 64"}},
+		{name: "maxItemSize above the write buffer", spec: `{memcached: {maxMemoryMB: 1024, maxItemSize: 16Mi}, extstore: {size: 1Gi, expectedItemSize: 65536}}`, want: []string{"spec.extstore.writeBufferMB", "at least memcached.maxItemSize"}},
+		{name: "extstore headers over half of maxMemoryMB", spec: `{memcached: {maxMemoryMB: 4096}, extstore: {size: 100Gi}}`, want: []string{"spec.extstore.size", "too large for memcached.maxMemoryMB"}},
+		{name: "extstore threads 0", spec: `extstore: {size: 1Gi, threads: 0, expectedItemSize: 65536}`, want: []string{"spec.extstore.threads", "from 1 to 64"}},
+		{name: "memory limit without extstore's buffers", spec: `{memcached: {maxMemoryMB: 1024}, extstore: {size: 10Gi, expectedItemSize: 65536}, resources: {limits: {memory: 1260Mi}}}`, want: []string{"spec.resources.limits[memory]", "at least what memcached can use"}},
 		{name: "size above bound", spec: `size: 1001`, want: []string{"spec.size", "less than or equal to 1000"}},
 		{name: "size as string", spec: `size: "3"`, want: []string{"spec.size", "integer"}},
 		{name: "empty image", spec: `image: ""`, want: []string{"spec.image", "at least 1 chars long"}},

@@ -207,7 +207,7 @@ func optionErrors(s *MemcachedSpec, o option, args []string, path *field.Path) f
 		if keepWarm && slices.Contains(strings.Split(o.value, ","), "no_lru_crawler") {
 			return field.ErrorList{field.Invalid(at, item, "no_lru_crawler turns off lru_crawler mgdump, which spec.rollout.keepWarm's hand-off lists a leaving Pod's keys with")}
 		}
-		return suboptionErrors(at, item, o.value)
+		return suboptionErrors(at, item, o.value, s.Extstore != nil)
 	case 'B':
 		sasl := s.Auth != nil && s.Auth.Mode == AuthModeSASL
 		ascii := s.Auth != nil && s.Auth.Mode == AuthModeASCII
@@ -232,10 +232,16 @@ func optionErrors(s *MemcachedSpec, o option, args []string, path *field.Path) f
 	return nil
 }
 
+// extstoreSuboptions are the suboptions spec.extstore sets: extraArgs may
+// not give them beside it (ext_path not even without it: the Pod has no
+// disk for the file but spec.extstore's).
+var extstoreSuboptions = []string{"ext_path", "ext_page_size", "ext_wbuf_size", "ext_threads", "ext_item_size",
+	"ext_item_age", "ext_max_sleep", "ext_recache_rate", "slab_automove_freeratio"}
+
 // suboptionErrors checks the value of -o: comma-separated suboptions, each
 // one memcached knows, with a value where it needs one; ssl_ ones belong
-// to spec.tls.
-func suboptionErrors(at *field.Path, item, value string) field.ErrorList {
+// to spec.tls, and those of extstoreSuboptions to spec.extstore.
+func suboptionErrors(at *field.Path, item, value string, extstore bool) field.ErrorList {
 	var errs field.ErrorList
 	// memcached strips the leading spaces of the whole value only: a
 	// space after a comma is part of the next name.
@@ -244,6 +250,8 @@ func suboptionErrors(at *field.Path, item, value string) field.ErrorList {
 		switch {
 		case strings.HasPrefix(name, "ssl_"):
 			errs = append(errs, field.Invalid(at, item, fmt.Sprintf("-o %s: TLS is spec.tls", name)))
+		case name == "ext_path" || (extstore && slices.Contains(extstoreSuboptions, name)):
+			errs = append(errs, field.Invalid(at, item, fmt.Sprintf("-o %s: extstore is spec.extstore, which gives it a disk and sets this", name)))
 		case slices.Contains(suboptionFlags, name), slices.Contains(suboptionsMaybeValued, name):
 		case slices.Contains(suboptionsValued, name):
 			if !valued {

@@ -282,17 +282,20 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 func memoryCEL() string {
 	ceil := func(x string, d int) string { return fmt.Sprintf("(%s + %d) / %d", x, d-1, d) }
 	m, c, t := "self.memcached.maxMemoryMB", "self.memcached.maxConnections", "self.memcached.threads"
-	return fmt.Sprintf("%s + %s + %s + %s + %d", m,
+	wbuf, _, _ := extstoreCEL()
+	threads := fmt.Sprintf("(has(self.extstore.threads) ? self.extstore.threads : %d)", DefaultExtstoreThreads)
+	return fmt.Sprintf("%s + %s + %s + %s + %d + (has(self.extstore) ? %d * %s + %d * %s : 0)", m,
 		ceil(fmt.Sprintf("%d * %s", hashTablePercent, m), 100),
 		ceil(fmt.Sprintf("(has(self.tls) ? %d : %d) * %s", tlsConnectionKiB, connectionKiB, c), 1024),
 		ceil(fmt.Sprintf("%d * %s", threadPercentMiB, t), 100),
-		baseMiB)
+		baseMiB, extstoreWriteBuffers, wbuf, extstoreThreadMiB, threads)
 }
 
-// MemoryOf is MemoryMiB for a spec that has its defaults.
+// MemoryOf is MemoryMiB for a spec that has its defaults, and extstore's
+// write buffers and IO threads when it has them (ExtstoreMemoryMiB).
 func MemoryOf(s *MemcachedSpec) int64 {
 	c := s.Memcached
-	return MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), s.TLS != nil)
+	return MemoryMiB(int64(*c.MaxMemoryMB), int64(*c.MaxConnections), int64(*c.Threads), s.TLS != nil) + ExtstoreMemoryMiB(s)
 }
 
 // Labels the operator and Metacontroller own on every Pod: the first two
@@ -835,7 +838,8 @@ var allRules = func() []Rule {
 	}
 	all = append(all, Rules...)
 	all = append(all, zonesRules...)
-	return append(all, proxyRules...)
+	all = append(all, proxyRules...)
+	return append(all, extstoreRules...)
 }()
 
 // proxyRules bound spec.proxy's settings; its defaults, applied by the hook

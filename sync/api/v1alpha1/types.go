@@ -161,6 +161,14 @@ type MemcachedSpec struct {
 	// +optional
 	Zones *ZonesSpec `json:"zones,omitempty"`
 
+	// Extstore keeps items' values on a disk of the Pod's own, and only
+	// their keys and a small header in RAM: a cache many times larger than
+	// its memory, for large values (chunks and blocks of tens of KiB and
+	// more). Off by default. A restart or a new Pod starts empty, on disk
+	// as in RAM (see Extstore in sync/api/v1alpha1/README.md).
+	// +optional
+	Extstore *ExtstoreSpec `json:"extstore,omitempty"`
+
 	// LivenessCheck is how kubelet tells a memcached that hangs from one
 	// that serves: Version (the default) asks memcached itself for its
 	// version over loopback, a request every mode answers, with the
@@ -259,6 +267,85 @@ type RolloutSpec struct {
 	// its Pod template.
 	// +optional
 	ClientMoveSeconds *int32 `json:"clientMoveSeconds,omitempty"`
+}
+
+// ExtstoreSpec is where memcached's extstore file is, how large, and how
+// memcached moves items to it. The defaults are memcached's own advice for
+// large values, measured (see Extstore in sync/api/v1alpha1/README.md);
+// each says why below.
+type ExtstoreSpec struct {
+	// Size of the disk the file is on: an emptyDir of this sizeLimit, with
+	// an ephemeral-storage request of as much, on the node's own disk; or,
+	// with storageClassName, a generic ephemeral volume of this size. The
+	// file takes its whole 64 MiB pages less one (the filesystem's room),
+	// and must have at least 4 (320Mi).
+	Size resource.Quantity `json:"size"`
+
+	// StorageClassName puts the file on a generic ephemeral volume of this
+	// storage class (local NVMe through a CSI driver), made and deleted
+	// with the Pod. Left out, the file is on the node's own disk. A volume
+	// that outlives the Pod would buy nothing: a new memcached starts with
+	// an empty extstore.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// WriteBufferMB is ext_wbuf_size: memcached writes items to disk a
+	// buffer at a time, and keeps seven buffers (six page buckets and one
+	// for compaction) outside maxMemoryMB, which the memory request
+	// counts. 8 (memcached's 4 doubled) flushes larger writes; it must
+	// divide the 64 MiB page, and be at least memcached.maxItemSize.
+	// +optional
+	WriteBufferMB *int32 `json:"writeBufferMB,omitempty"`
+
+	// Threads is ext_threads, the IO threads that read and write the
+	// file. 4 (memcached's 1): one thread's flush fell behind a 50 MB/s
+	// writer, and evicted items before they reached the disk.
+	// +optional
+	Threads *int32 `json:"threads,omitempty"`
+
+	// MinItemSize is ext_item_size: a smaller value stays in RAM, where
+	// its header would cost nearly as much as the value. 512 (memcached's).
+	// +optional
+	MinItemSize *int32 `json:"minItemSize,omitempty"`
+
+	// ItemAgeSeconds is ext_item_age: how old an item must be before it
+	// goes to disk. 0 (memcached's is never, unless memory is short):
+	// items leave RAM as soon as they can, so that a burst of writes finds
+	// room rather than evicting what was not flushed yet.
+	// +optional
+	ItemAgeSeconds *int32 `json:"itemAgeSeconds,omitempty"`
+
+	// SlabAutomoveFreePercent is slab_automove_freeratio, in percent: the
+	// RAM kept free for new items while older ones are flushed. 10
+	// (memcached's 1): with 1, writes at 50 MB/s evicted items not yet on
+	// disk.
+	// +optional
+	SlabAutomoveFreePercent *int32 `json:"slabAutomoveFreePercent,omitempty"`
+
+	// RecacheRate is ext_recache_rate: one read in this many brings an
+	// item read from disk back into RAM. 0 (memcached's is 2000) never
+	// does: for large values RAM holds the headers, and recaching pushes
+	// them out.
+	// +optional
+	RecacheRate *int32 `json:"recacheRate,omitempty"`
+
+	// ExpectedItemSize is the size of a typical value, in bytes: the RAM
+	// the headers of a full disk take is computed from it (status.extstore)
+	// and must be at most half of maxMemoryMB. Left out, it is
+	// minItemSize, the most headers a full disk can have.
+	// +optional
+	ExpectedItemSize *int32 `json:"expectedItemSize,omitempty"`
+}
+
+// ExtstoreStatus is what the hook computed of spec.extstore.
+type ExtstoreStatus struct {
+	// FileMB is the extstore file's size, whole 64 MiB pages.
+	FileMB int64 `json:"fileMB"`
+	// HeadersMB is the RAM, within maxMemoryMB, that the headers of a
+	// full file take at the expected item size.
+	HeadersMB int64 `json:"headersMB"`
 }
 
 // ZonesSpec lists the zones the cache is copied into. The hook sees no
@@ -581,6 +668,11 @@ type MemcachedStatus struct {
 	// +listMapKey=name
 	// +optional
 	Zones []ZoneStatus `json:"zones,omitempty"`
+
+	// Extstore is what the hook computed of spec.extstore: the file's
+	// size and the RAM its items' headers take when it is full.
+	// +optional
+	Extstore *ExtstoreStatus `json:"extstore,omitempty"`
 
 	// Handoffs are the Pods leaving with items to hand on, and where the
 	// items go (spec.rollout.keepWarm), with the copy's progress as the

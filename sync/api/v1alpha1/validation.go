@@ -47,6 +47,9 @@ func (s *MemcachedSpec) Default() {
 	if z := s.Zones; z != nil && z.TopologyKey == "" {
 		z.TopologyKey = DefaultTopologyKey
 	}
+	if s.Extstore != nil {
+		defaultExtstore(s.Extstore)
+	}
 }
 
 // Validate checks a Memcached whose spec has its defaults: the bounds and
