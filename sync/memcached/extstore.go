@@ -19,9 +19,10 @@ import (
 // buffers (v1alpha1.MemoryOf).
 
 // extstoreDir is where the extstore volume is mounted in the memcached
-// container, and extstoreFile the file memcached makes there.
+// container, beside the TLS and authentication volumes, and extstoreFile
+// the file memcached makes there.
 const (
-	extstoreDir    = "/extstore"
+	extstoreDir    = "/run/memcached/extstore"
 	extstoreFile   = extstoreDir + "/memcached"
 	extstoreVolume = "extstore"
 	// extstoreMaxSleepMicros is ext_max_sleep: the flusher wakes at least

@@ -193,6 +193,13 @@ var edgeSpecs = []struct {
 	{name: "an unknown option", spec: `{"memcached":{"extraArgs":["-q"]}}`, refusedBy: "hook", field: "spec.memcached.extraArgs[0]"},
 	{name: "an unknown suboption", spec: `{"memcached":{"extraArgs":["-o","foo"]}}`, refusedBy: "hook", field: "spec.memcached.extraArgs[1]"},
 	{name: "a suboption that crashes without its value", spec: `{"memcached":{"extraArgs":["-o","slab_sizes"]}}`, refusedBy: "hook", field: "spec.memcached.extraArgs[1]"},
+	{name: "smallest extstore", spec: `{"extstore":{"size":"320Mi","expectedItemSize":4096}}`,
+		settings: map[string]string{"ext_wbuf_size": "8388608", "ext_item_size": "512", "ext_item_age": "0", "ext_recache_rate": "0", "ext_max_sleep": "10000", "slab_automove_freeratio": "0.100"}},
+	{name: "extstore with the largest write buffer", spec: `{"memcached":{"maxMemoryMB":1024,"maxItemSize":"64Mi"},"extstore":{"size":"1Gi","writeBufferMB":64,"threads":1,"expectedItemSize":65536}}`,
+		settings: map[string]string{"ext_wbuf_size": "67108864", "item_size_max": "67108864"}},
+	{name: "extstore item size above the write buffer", spec: `{"memcached":{"maxMemoryMB":1024,"maxItemSize":"16Mi"},"extstore":{"size":"1Gi","expectedItemSize":65536}}`, refusedBy: "crd", field: "spec.extstore.writeBufferMB"},
+	{name: "extstore of four pages", spec: `{"extstore":{"size":"256Mi","expectedItemSize":4096}}`, refusedBy: "crd", field: "spec.extstore.size"},
+	{name: "ext_path in extraArgs", spec: `{"memcached":{"extraArgs":["-o","ext_path=/tmp/f:64m"]}}`, refusedBy: "hook", field: "spec.memcached.extraArgs[1]"},
 	{name: "binary protocol with metrics", spec: `{"metrics":{"enabled":true},"memcached":{"extraArgs":["-B","binary"]}}`, refusedBy: "hook", field: "spec.memcached.extraArgs[1]"},
 }
 
