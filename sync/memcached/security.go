@@ -67,10 +67,11 @@ func (security) pod(s *v1alpha1.MemcachedSpec, t *corev1.PodTemplateSpec) {
 		return
 	}
 	mc := container(t, "memcached")
-	mc.Env, mc.VolumeMounts = securityEnv(s), mounts(s, false)
+	// Added to what the features before it mounted (extstore's disk).
+	mc.Env, mc.VolumeMounts = securityEnv(s), append(mc.VolumeMounts, mounts(s, false)...)
 	t.Spec.InitContainers = []corev1.Container{scriptContainer(s, checkContainer, checkScript(s))}
 	t.Spec.Containers = append(t.Spec.Containers, scriptContainer(s, reloadContainer, reloadScript(s)))
-	t.Spec.Volumes = securityVolumes(s)
+	t.Spec.Volumes = append(t.Spec.Volumes, securityVolumes(s)...)
 	// The Secrets' files are readable by this group only.
 	t.Spec.SecurityContext.FSGroup = ptr(int64(memcachedUID))
 	if !reloadsBySignal(s) {
