@@ -72,6 +72,7 @@ var parallelScenarios = []struct {
 	{"the proxy tier converges and its pool follows the slot table", inNamespace(testProxyOnLoopback)},
 	{"stable names follow the slot table in the cluster's EndpointSlices", inNamespace(testStableNames)},
 	{"zones: each zone's Deployments land in their zone", inNamespace(testZones)},
+	{"extstore: the Pods carry the disk and its request through a scale", inNamespace(testExtstore)},
 }
 
 // inNamespace runs a scenario in a namespace of its own.

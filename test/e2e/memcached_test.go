@@ -13,6 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
 // memcached is a Memcached as kubectl get -o json shows it, as far as the
@@ -32,6 +34,8 @@ type memcached struct {
 		Image              string             `json:"image"`
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
+		// Extstore is spec.extstore's file, as the hook computed it.
+		Extstore *v1alpha1.ExtstoreStatus `json:"extstore"`
 	} `json:"status"`
 }
 

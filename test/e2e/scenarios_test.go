@@ -141,6 +141,43 @@ func testKubectlScale(s *scenario) {
 	s.checkScale(name, 4, "", obs.mc.Status.Selector)
 }
 
+// testExtstore makes a Memcached with spec.extstore and scales it with
+// kubectl: every Pod the API server holds, before and after, has the
+// extstore emptyDir of the size asked, mounted in memcached, and an
+// ephemeral-storage request of as much, and the status says the file's
+// size.
+func testExtstore(s *scenario) {
+	const name = "extstore"
+	s.create(name, "{size: 2, extstore: {size: 2Gi, expectedItemSize: 65536}}")
+	obs, _ := s.waitConverged(name, 2, "")
+	s.checkExtstorePods(obs)
+	if st := obs.mc.Status.Extstore; st == nil || st.FileMB != 31*64 {
+		s.t.Errorf("status.extstore %+v, want a file of %d MiB", st, 31*64)
+	}
+	s.kubectl("scale", "memcached/"+name, "--replicas=3")
+	obs, _ = s.waitConverged(name, 3, "")
+	s.checkExtstorePods(obs)
+}
+
+// checkExtstorePods checks each Pod for the extstore disk of 2Gi.
+func (s *scenario) checkExtstorePods(obs *observed) {
+	s.t.Helper()
+	for _, p := range obs.pods {
+		var disk, mounted bool
+		for _, v := range p.Spec.Volumes {
+			disk = disk || (v.Name == "extstore" && v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.EmptyDir.SizeLimit.String() == "2Gi")
+		}
+		c := p.Spec.Containers[0]
+		for _, m := range c.VolumeMounts {
+			mounted = mounted || m.Name == "extstore"
+		}
+		req := c.Resources.Requests[corev1.ResourceEphemeralStorage]
+		if !disk || !mounted || req.String() != "2Gi" {
+			s.t.Errorf("Pod %s: extstore emptyDir of 2Gi %v, mounted in %s %v, ephemeral-storage request %s (want 2Gi)", p.Name, disk, c.Name, mounted, req.String())
+		}
+	}
+}
+
 // testDeletedPod deletes one of a Memcached's Pods: the ReplicaSet
 // replaces it, and status.nodes drops its name for the new one while the
 // deleted Pod is still Terminating, and stays right once it is gone.
