@@ -87,20 +87,22 @@ type Options struct {
 	// the forwarder has not handed on yet (10,000: about 3.4 MB at
 	// memcached's longest keys); the rest are dropped and counted.
 	ForwardKeys int
+}
 
-	// beforeGet, in tests, runs before each batch is read from the
-	// source.
+// testHooks let a test watch or change what a copy does. They are not
+// Options: production never sets them, and its Runner's are zero; a test
+// sets them on a Runner before giving it work (newHookedRunner).
+type testHooks struct {
+	// beforeGet runs before each batch is read from the source.
 	beforeGet func([]dumpKey)
-	// keepGrown, in tests, leaves a Grown copy's items on its source,
-	// to show what removing them prevents.
+	// keepGrown leaves a Grown copy's items on its source, to show what
+	// removing them prevents.
 	keepGrown bool
-	// beforeRemove, in tests, runs before an item is deleted from the
-	// source.
+	// beforeRemove runs before an item is deleted from the source.
 	beforeRemove func(key string)
-	// noForward, in tests, forwards no mutation, to show what forwarding
-	// prevents.
+	// noForward forwards no mutation, to show what forwarding prevents.
 	noForward bool
-	// afterForward, in tests, is told a forwarder's counts once it ends.
+	// afterForward is told a forwarder's counts once it ends.
 	afterForward func(*forwardCounts)
 }
 
@@ -138,6 +140,7 @@ func (o Options) withDefaults() Options {
 // Runner runs the copies the status asks for, each once, and no other.
 type Runner struct {
 	opts     Options
+	hooks    testHooks
 	reporter Reporter
 	observer Observer
 	logger   *slog.Logger

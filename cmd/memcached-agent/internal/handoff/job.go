@@ -148,7 +148,7 @@ func (j *copyJob) bulkCopy(rt route) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.holdLock(copyCtx, stopCopy, j.source, j.log) })
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
-		remove: j.rs.remove && !r.opts.keepGrown, beforeGet: r.opts.beforeGet, beforeRemove: r.opts.beforeRemove}
+		remove: j.rs.remove && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
 	// A leaving source's writes are forwarded from before the dump until
 	// it stops (forward.go): watching starts here, so that every write it
 	// takes after the copy reads a key is logged.
@@ -307,8 +307,8 @@ func (j *copyJob) endForwarding(err error) {
 	<-j.fwDone
 	j.r.observer.Handed(fw.counts.stored.Load(), fw.counts.bytes.Load())
 	j.log.Info("forwarded the source's writes until it stopped", fw.logValues()...)
-	if j.r.opts.afterForward != nil {
-		j.r.opts.afterForward(&fw.counts)
+	if j.r.hooks.afterForward != nil {
+		j.r.hooks.afterForward(&fw.counts)
 	}
 }
 
