@@ -1,6 +1,9 @@
 package handoff
 
 import (
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
@@ -153,5 +156,60 @@ func TestDest(t *testing.T) {
 				t.Errorf("got %q, %t; want %q, %t", d.addr, ok, tt.wantAddr, tt.wantOK)
 			}
 		})
+	}
+}
+
+// TestREADMEReasons holds the reasons table of cmd/memcached-agent/README.md
+// (Hand-offs) to reasons: a row for each reason and no other, and each
+// row's cells saying what its entry does.
+func TestREADMEReasons(t *testing.T) {
+	const path = "../../README.md"
+	const header = "| reason | what the agent does | the source | waits for clients to move |"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), header)
+	if !ok {
+		t.Fatalf("%s has no reasons table (no line %q)", path, header)
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	rowRE := regexp.MustCompile("(?m)^\\| `([A-Za-z]+)`[^|]*\\|([^|]*)\\|([^|]*)\\|([^|]*)\\|$")
+	rows := map[v1alpha1.HandoffReason][]string{}
+	for _, m := range rowRE.FindAllStringSubmatch(table, -1) {
+		rows[v1alpha1.HandoffReason(m[1])] = []string{strings.TrimSpace(m[2]), strings.TrimSpace(m[3]), strings.TrimSpace(m[4])}
+	}
+	for reason := range rows {
+		if _, ok := reasons[reason]; !ok {
+			t.Errorf("%s has a row for %s, which the agent does not know", path, reason)
+		}
+	}
+	waits := map[settle]string{
+		settleNever:      "no",
+		settleBeforeLock: "as its entry appears, before the lock",
+		settleAfterFlush: "once it holds the lock, after the flush",
+	}
+	for reason, rs := range reasons {
+		row, ok := rows[reason]
+		if !ok {
+			t.Errorf("%s has no row for %s", path, reason)
+			continue
+		}
+		what, source, wait := row[0], row[1], row[2]
+		if copies := !strings.HasPrefix(what, "nothing"); copies != (rs.route != nil) {
+			t.Errorf("%s: %s copies %t (%q); its entry, %t", path, reason, copies, what, rs.route != nil)
+		}
+		if flush := strings.Contains(what, "`flush`"); flush != rs.flush {
+			t.Errorf("%s: %s empties the Pod it fills first %t (%q); its entry, %t", path, reason, flush, what, rs.flush)
+		}
+		if leaving := strings.HasPrefix(source, "leaves"); leaving != rs.leaving {
+			t.Errorf("%s: %s's source leaves %t (%q); its entry, %t", path, reason, leaving, source, rs.leaving)
+		}
+		if remove := strings.Contains(source, "loses"); remove != rs.remove {
+			t.Errorf("%s: %s's source loses the items copied %t (%q); its entry, %t", path, reason, remove, source, rs.remove)
+		}
+		if want := waits[rs.settle]; !strings.HasPrefix(wait, want) {
+			t.Errorf("%s: %s waits %q; its entry, %s (%q)", path, reason, wait, rs.settle, want)
+		}
 	}
 }
