@@ -57,9 +57,10 @@
 // source's memcached closes the watch (it stopped), the hand-off's entry
 // leaves the status, or maxForward passes.
 //
-// Moved and Grown sources stay and keep serving their other keys, and a
-// Grown copy deletes from its source what it copied: forwarding its
-// mutations would forward those deletions too. They get none.
+// Moved, Grown and Refill sources stay and keep serving their other
+// keys, and a Grown copy deletes from its source what it copied:
+// forwarding its mutations would forward those deletions too. They get
+// none.
 //
 // The race this accepts: a client that moved to the successor writes a
 // key there a few milliseconds after the forwarder read the same key's
