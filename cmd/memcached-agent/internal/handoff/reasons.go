@@ -14,9 +14,10 @@ import (
 
 // reasons are what the agent does for each hand-off reason
 // (v1alpha1.HandoffReason, which the hook sets: sync/slots.Handoffs), one
-// entry per reason. Everything a reason changes in a copy is here: the
-// Runner and its copyJob read the entry, never the reason itself, so that
-// a reader learns a reason here and a new reason is one entry.
+// entry per reason. Everything a reason changes in what the agent does is
+// here: the Runner and its copyJob read the entry, and the reason itself
+// only to name the copy (jobID, the report key, the log), so that a reader
+// learns a reason here and a new reason is one entry.
 // cmd/memcached-agent/README.md (Hand-offs) tells the same for users.
 var reasons = map[v1alpha1.HandoffReason]reason{
 	// A Ready Pod took the leaving Pod's slot: every item goes to it.
