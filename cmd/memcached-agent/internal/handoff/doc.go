@@ -15,6 +15,15 @@
 // before the dump until its memcached stops (forward.go, and the section
 // below): clients that keep their connections write to it until then.
 //
+// What a hand-off's reason changes is one entry of reasons (reasons.go):
+// when an entry asks for a copy, where its items go, whether its source
+// leaves (the done marker, forwarding), whether a source that stays loses
+// the items copied (Grown), when the copy waits for clients to move to
+// the slot's new owner, and whether it empties the Pod it fills first
+// (Refill). The Runner reads the entry, never the reason; the README's
+// table of reasons says the same, and TestREADMEReasons holds the two
+// together.
+//
 // Two agents follow the same status; a lock item on the source (ms in add
 // mode, with a TTL the holder renews) lets one of them copy while the
 // other waits, and takes over if the holder dies.
@@ -48,9 +57,10 @@
 // source's memcached closes the watch (it stopped), the hand-off's entry
 // leaves the status, or maxForward passes.
 //
-// Moved and Grown sources stay and keep serving their other keys, and a
-// Grown copy deletes from its source what it copied: forwarding its
-// mutations would forward those deletions too. They get none.
+// Moved, Grown and Refill sources stay and keep serving their other
+// keys, and a Grown copy deletes from its source what it copied:
+// forwarding its mutations would forward those deletions too. They get
+// none.
 //
 // The race this accepts: a client that moved to the successor writes a
 // key there a few milliseconds after the forwarder read the same key's

@@ -754,7 +754,7 @@ func (f *forwarder) logValues() []any {
 // writes it takes after the copy reads their keys are not handed on, as
 // before forwarding.
 func (r *Runner) forward(ctx context.Context, log *slog.Logger, cp *copier, leaving bool) (*forwarder, <-chan struct{}) {
-	if !leaving || r.opts.noForward {
+	if !leaving || r.hooks.noForward {
 		return nil, nil
 	}
 	fw, err := startForward(ctx, cp, r.opts.ForwardKeys, log)

@@ -82,7 +82,7 @@ func TestForwarded(t *testing.T) {
 
 			ended := make(chan *forwardCounts, 1)
 			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{Batch: 50, noForward: tt.noForward, afterForward: func(c *forwardCounts) { ended <- c }})
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{Batch: 50}, testHooks{noForward: tt.noForward, afterForward: func(c *forwardCounts) { ended <- c }})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			if p := rec.final(t, contract.ReportKey(h), 60*time.Second); p.State != "Done" {
@@ -200,15 +200,15 @@ func await(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
 	}
 }
 
-// handOff runs a Replaced hand-off from src to dst with opts until it is
-// Done, and returns the forwarder's counts, once it ended, through the
-// channel.
-func handOff(t *testing.T, src, dst *server, opts Options) <-chan *forwardCounts {
+// handOff runs a Replaced hand-off from src to dst with opts and hooks
+// until it is Done, and returns the forwarder's counts, once it ended,
+// through the channel.
+func handOff(t *testing.T, src, dst *server, opts Options, hooks testHooks) <-chan *forwardCounts {
 	t.Helper()
 	ended := make(chan *forwardCounts, 1)
-	opts.afterForward = func(c *forwardCounts) { ended <- c }
+	hooks.afterForward = func(c *forwardCounts) { ended <- c }
 	rec := newRecorder()
-	r, _ := newRunner(t, "agent-a", rec, opts)
+	r, _ := newHookedRunner(t, "agent-a", rec, opts, hooks)
 	h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 	if p := rec.final(t, contract.ReportKey(h), 60*time.Second); p.State != "Done" {
@@ -314,7 +314,7 @@ func TestDeletionInsideTheCopysReadAhead(t *testing.T) {
 				}
 				close(open)
 			}()
-			ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer})
+			ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer}, testHooks{})
 			await(t, atGate, time.Second, "the copy's ms of the victim")
 			await(t, mdSent, time.Second, "the forwarder's md of the victim")
 			stopSource(t, src, ended)
@@ -420,7 +420,7 @@ func TestDoneMarkerWaitsForTheForwarder(t *testing.T) {
 			return nil
 		}
 	})
-	ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer, beforeGet: beforeGet})
+	ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer}, testHooks{beforeGet: beforeGet})
 	stopSource(t, src, ended)
 
 	d := newClient(t, dst.addr)
@@ -487,7 +487,7 @@ func TestForwardAfterAFailure(t *testing.T) {
 				tt.onSrc(c, &once)
 				return c, nil
 			}
-			ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer})
+			ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer}, testHooks{})
 
 			// After the copy: a large value, forwarded through its
 			// fault, then the keys that must still go.
@@ -552,7 +552,7 @@ func TestSourceStopsWithKeysPending(t *testing.T) {
 			return nil
 		}
 	})
-	ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer})
+	ended := handOff(t, src, dst, Options{Batch: 50, Dial: dialer}, testHooks{})
 	// A watcher of the test's own: memcached's logger thread hands each
 	// pass to every watcher at once, so once it has seen the last write,
 	// the forwarder's connection holds it too. (What the logger has not

@@ -68,7 +68,7 @@ func TestGrown(t *testing.T) {
 			writer := newClient(t, src.addr)
 
 			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{Batch: 50, beforeRemove: func(key string) {
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{Batch: 50}, testHooks{beforeRemove: func(key string) {
 				if key == changed {
 					writer.set(changed, []byte("changed"), 0, 0)
 				}
@@ -161,7 +161,7 @@ func TestGrowThenShrink(t *testing.T) {
 			fill(t, a.addr, "item", count, func(int) int { return 100 }, 0)
 
 			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{keepGrown: tt.keep})
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{}, testHooks{keepGrown: tt.keep})
 			grow := v1alpha1.Handoff{Pod: "cache-a", IP: a.ip, Reason: v1alpha1.HandoffGrown, Slot: slot(1), To: "cache-b", ToIP: b.ip}
 			grown := []v1alpha1.Slot{serving(0, "cache-a", a.ip), serving(1, "cache-b", b.ip)}
 			r.Update([]v1alpha1.Handoff{grow}, grown)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
-	"github.com/example/memcached-operator/sync/slots"
 )
 
 // Reporter takes the copies' progress: the agent writes it into the data
@@ -80,26 +79,30 @@ type Options struct {
 	// --handoff-settle defaults to contract.ClientMove). It is not contract.Settle, the
 	// hook's wait for a Pod's event to settle.
 	ClientMove time.Duration
-	// Now is the clock (time.Now).
+	// Now is the clock the copies are timed and reported by (time.Now).
+	// Connection deadlines, timers and the forwarder's marker names are
+	// the runtime's and read the wall clock.
 	Now func() time.Time
 	// ForwardKeys bounds the keys a leaving source logged as written and
 	// the forwarder has not handed on yet (10,000: about 3.4 MB at
 	// memcached's longest keys); the rest are dropped and counted.
 	ForwardKeys int
+}
 
-	// beforeGet, in tests, runs before each batch is read from the
-	// source.
+// testHooks let a test watch or change what a copy does. They are not
+// Options: production never sets them, and its Runner's are zero; a test
+// sets them on a Runner before giving it work (newHookedRunner).
+type testHooks struct {
+	// beforeGet runs before each batch is read from the source.
 	beforeGet func([]dumpKey)
-	// keepGrown, in tests, leaves a Grown copy's items on its source,
-	// to show what removing them prevents.
+	// keepGrown leaves a Grown copy's items on its source, to show what
+	// removing them prevents.
 	keepGrown bool
-	// beforeRemove, in tests, runs before an item is deleted from the
-	// source.
+	// beforeRemove runs before an item is deleted from the source.
 	beforeRemove func(key string)
-	// noForward, in tests, forwards no mutation, to show what forwarding
-	// prevents.
+	// noForward forwards no mutation, to show what forwarding prevents.
 	noForward bool
-	// afterForward, in tests, is told a forwarder's counts once it ends.
+	// afterForward is told a forwarder's counts once it ends.
 	afterForward func(*forwardCounts)
 }
 
@@ -137,6 +140,7 @@ func (o Options) withDefaults() Options {
 // Runner runs the copies the status asks for, each once, and no other.
 type Runner struct {
 	opts     Options
+	hooks    testHooks
 	reporter Reporter
 	observer Observer
 	logger   *slog.Logger
@@ -192,21 +196,6 @@ func jobID(h v1alpha1.Handoff) string {
 		slot = strconv.Itoa(int(*h.Slot))
 	}
 	return strings.Join([]string{string(h.Reason), h.Pod, h.IP, slot, h.To, h.ToIP}, " ")
-}
-
-// wanted tells whether a hand-off asks the agent for anything.
-func wanted(h v1alpha1.Handoff) bool {
-	switch h.Reason {
-	case v1alpha1.HandoffReplaced, v1alpha1.HandoffRemoved, v1alpha1.HandoffMoved, v1alpha1.HandoffNoSlot:
-		return h.Pod != ""
-	case v1alpha1.HandoffGrown:
-		// Listed unplanned until every added slot serves.
-		return h.Pod != "" && h.Planned()
-	case v1alpha1.HandoffRefill:
-		_, _, _, ok := h.Refilled()
-		return h.Pod != "" && ok
-	}
-	return false
 }
 
 // Update takes a status: its hand-offs and slot table. It starts the
@@ -334,157 +323,52 @@ func (r *Runner) Stop() {
 	r.wg.Wait()
 }
 
-// run does one hand-off, to its end.
+// run does one hand-off, to its end, as its reason's entry (reasons)
+// says.
 func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 	log := r.logger.With("pod", h.Pod, "reason", string(h.Reason))
 	source := net.JoinHostPort(h.IP, strconv.Itoa(r.opts.Port))
 	if h.IP == "" {
-		r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no address for its Pod"))
+		r.failed(ctx, log, h, r.opts.Now(), &counts{}, errors.New("the hand-off names no address for its Pod"))
 		return
 	}
-	if h.Reason == v1alpha1.HandoffNoSlot {
-		// Nothing to copy: the preStop may stop waiting at once.
-		var c *conn
-		start := time.Now()
-		err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, r.opts.Retries, &c, markDone)
-		if c != nil {
-			c.close()
+	rs, ok := reasons[h.Reason]
+	switch {
+	case !ok:
+		// wanted lets none through.
+		return
+	case rs.route == nil:
+		r.markOnly(ctx, log, h, source)
+		return
+	case rs.settle == settleBeforeLock:
+		if r.waitClients(ctx, log, "waiting for clients to move to the slot's new owner") != nil {
+			return
 		}
-		switch {
-		case ctx.Err() != nil:
-		case err != nil:
-			r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffFailed, Message: "setting the done marker: " + err.Error()})
-			log.Warn("could not set the done marker", "error", err)
-		default:
-			r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone, Seconds: int64(time.Since(start).Seconds())})
-			log.Info("nothing to hand on: done marker set")
-		}
+	}
+	rt, err := rs.route(r, h)
+	if err != nil {
+		r.failed(ctx, log, h, r.opts.Now(), &counts{}, err)
 		return
 	}
+	r.copy(ctx, log, h, rs, source, rt)
+}
 
-	// A Refill waits once it holds the lock, after emptying the Pod it
-	// fills (copyJob.settleRefill): a Pod back in its slot must not
-	// serve what it kept meanwhile for the wait.
-	if r.opts.ClientMove > 0 && h.Reason != v1alpha1.HandoffRefill {
-		log.Debug("waiting for clients to move to the slot's new owner", "settle", r.opts.ClientMove)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(r.opts.ClientMove):
-		}
+// markOnly sets the done marker on a source with nothing to copy
+// (NoSlot): its preStop may stop waiting at once.
+func (r *Runner) markOnly(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string) {
+	var c *conn
+	start := r.opts.Now()
+	err := withControl(ctx, r.opts.Dial, source, r.opts.Timeout, r.opts.Retries, &c, markDone)
+	if c != nil {
+		c.close()
 	}
-	var rt route
-	switch h.Reason {
-	case v1alpha1.HandoffReplaced:
-		_, successorIP, _ := h.Successor()
-		if _, ok := h.TakenSlot(); !ok || successorIP == "" {
-			r.failed(ctx, log, h, time.Now(), &counts{}, errors.New("the hand-off names no slot, or no address for the Pod that took it"))
-			return
-		}
-		rt = r.holder(h)
-	case v1alpha1.HandoffGrown:
-		rt = r.added(h)
-	case v1alpha1.HandoffRefill:
-		rt = r.refill(h)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffFailed, Message: "setting the done marker: " + err.Error()})
+		log.Warn("could not set the done marker", "error", err)
 	default:
-		rt = r.place(h)
-	}
-	r.copy(ctx, log, h, source, rt)
-}
-
-// table is the slot table of a zone ("" without zones) in the last status,
-// nil when it has none.
-func (r *Runner) table(zone string) []v1alpha1.Slot {
-	if t := r.tables.Load(); t != nil {
-		return (*t)[zone]
-	}
-	return nil
-}
-
-// holder routes a Replaced Pod's items to the Pod that holds its slot in
-// the slot table as it is now, when that Pod is Serving and is not the
-// source: after the settle, a status that landed since may name another
-// holder (its entry then changes, and this copy is cancelled), and no item
-// goes to a Pod the current table does not name.
-func (r *Runner) holder(h v1alpha1.Handoff) route {
-	taken, _ := h.TakenSlot()
-	slot := int(taken)
-	return func(string) (destination, bool) {
-		table := r.table(h.Zone)
-		if slot >= len(table) {
-			return destination{}, false
-		}
-		s := table[slot]
-		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
-			return destination{}, false
-		}
-		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
-	}
-}
-
-// place routes Removed and Moved items: each to the slot its key hashes
-// to in the slot table as it is now, as the proxy does (slots.Place over
-// every slot, in order), when that slot is Serving and not the source.
-func (r *Runner) place(h v1alpha1.Handoff) route {
-	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
-		if len(table) == 0 {
-			return destination{}, false
-		}
-		s := table[slots.Place([]byte(key), len(table))]
-		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
-			return destination{}, false
-		}
-		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
-	}
-}
-
-// refill routes a Refill source's items: each whose key hashes, in the
-// filled zone's table as it is now, to the slot the entry fills goes to
-// the Pod that holds it there, while that is still the Pod the entry
-// fills and it serves. The others stay: the source holds the same slot in
-// its own zone, so an item whose key hashes elsewhere is one it kept from
-// an earlier change, which copied could put an older value back.
-func (r *Runner) refill(h v1alpha1.Handoff) route {
-	s, to, toIP, _ := h.Refilled()
-	slot := int(s)
-	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
-		if slot >= len(table) || slots.Place([]byte(key), len(table)) != slot {
-			return destination{stay: true}, false
-		}
-		e := table[slot]
-		if e.State != v1alpha1.SlotServing || e.Pod != to || e.IP != toIP || e.IP == h.IP {
-			return destination{}, false
-		}
-		return destination{addr: net.JoinHostPort(e.IP, strconv.Itoa(r.opts.Port)), pod: e.Pod}, true
-	}
-}
-
-// added routes a Grown Pod's items: each whose key hashes, in the slot
-// table as it is now, to a slot at or above the first one the scale-up
-// added goes there when that slot is Serving. The others stay: with jump
-// hash a scale-up moves keys to the added slots only, so an item whose
-// key hashes to another old slot is one the source kept from an earlier
-// change, which no client asks it for; copied in add mode, it could put
-// an older value back in front of clients where the owner deleted or
-// evicted the key.
-func (r *Runner) added(h v1alpha1.Handoff) route {
-	firstAdded, _ := h.FirstAdded()
-	first := int(firstAdded)
-	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
-		if len(table) == 0 {
-			return destination{stay: true}, false
-		}
-		n := slots.Place([]byte(key), len(table))
-		if n < first {
-			return destination{stay: true}, false
-		}
-		s := table[n]
-		if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
-			return destination{}, false
-		}
-		return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+		r.report(ctx, h, v1alpha1.HandoffProgress{State: v1alpha1.HandoffDone, Seconds: int64(r.opts.Now().Sub(start).Seconds())})
+		log.Info("nothing to hand on: done marker set")
 	}
 }

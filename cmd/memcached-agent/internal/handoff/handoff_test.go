@@ -50,6 +50,16 @@ func newRunner(t testing.TB, self string, rec *recorder, opts Options) (*Runner,
 	return r, m
 }
 
+// newHookedRunner is newRunner with test hooks, which production's
+// Options do not carry: set on the Runner before it is given work, so
+// that none of its goroutines reads them meanwhile.
+func newHookedRunner(t testing.TB, self string, rec *recorder, opts Options, hooks testHooks) (*Runner, *meter) {
+	t.Helper()
+	r, m := newRunner(t, self, rec, opts)
+	r.hooks = hooks
+	return r, m
+}
+
 func slot(n int32) *int32 { return &n }
 
 // serving is a slot table entry.
@@ -139,7 +149,7 @@ func TestReplaced(t *testing.T) {
 	// An item is deleted once the dump has listed it, before it is read.
 	var mu sync.Mutex
 	listed := map[string]bool{}
-	r, m := newRunner(t, "agent-a", rec, Options{Batch: 64, beforeGet: func(batch []dumpKey) {
+	r, m := newHookedRunner(t, "agent-a", rec, Options{Batch: 64}, testHooks{beforeGet: func(batch []dumpKey) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, k := range batch {

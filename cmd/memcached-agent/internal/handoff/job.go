@@ -20,10 +20,10 @@ import (
 
 // copy takes the source's lock (waiting while another agent holds it,
 // ending if that one finishes), copies while renewing it, marks the
-// source and reports: copyJob's phases, in order.
-func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, source string, rt route) {
-	j := &copyJob{r: r, ctx: ctx, log: log, h: h, id: jobID(h), source: source,
-		leaving: !staysOn(h.Reason)}
+// source and reports: copyJob's phases, in order, as the reason's entry
+// rs says.
+func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, rs reason, source string, rt route) {
+	j := &copyJob{r: r, ctx: ctx, log: log, h: h, rs: rs, id: jobID(h), source: source}
 	defer j.closeControl()
 	if !j.lock() {
 		return
@@ -36,12 +36,6 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	j.endForwarding(err)
 }
 
-// staysOn tells whether a hand-off's source stays and keeps serving
-// (Moved, Grown, Refill): it gets no DoneKey and is not forwarded.
-func staysOn(r v1alpha1.HandoffReason) bool {
-	return r == v1alpha1.HandoffMoved || r == v1alpha1.HandoffGrown || r == v1alpha1.HandoffRefill
-}
-
 // copyJob is one hand-off's copy, as Runner.copy runs it: its source and
 // the control connection to it (the lock, the markers), and once the lock
 // is held, the copy's counts, its forwarder and how it ended.
@@ -50,11 +44,11 @@ type copyJob struct {
 	ctx context.Context
 	log *slog.Logger
 	h   v1alpha1.Handoff
-	// id names the copy on the source (jobID); leaving is a source that
-	// gets DoneKey and is forwarded (Replaced, Removed).
-	id      string
-	leaving bool
-	source  string
+	// rs is h's reason's entry (reasons).
+	rs reason
+	// id names the copy on the source (jobID).
+	id     string
+	source string
 	// ctl is the control connection, nil until dialled and after it
 	// failed.
 	ctl *conn
@@ -93,7 +87,7 @@ func (j *copyJob) lock() bool {
 		case j.ctx.Err() != nil:
 			return false
 		case err != nil:
-			j.r.failed(j.ctx, j.log, j.h, time.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
+			j.r.failed(j.ctx, j.log, j.h, j.r.opts.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
 			return false
 		case done:
 			j.log.Info("another agent handed the items on")
@@ -124,14 +118,14 @@ func (j *copyJob) lock() bool {
 func (j *copyJob) lookAndLock() (done, held bool, holder string, last *v1alpha1.HandoffProgress, err error) {
 	self, ttl := j.r.opts.Self, j.r.opts.LockTTL
 	err = j.control(func(c *conn) (err error) {
-		if done, last, err = finished(c, j.id, j.leaving); err != nil || done {
+		if done, last, err = finished(c, j.id, j.rs.leaving); err != nil || done {
 			return err
 		}
 		if held, holder, err = tryLock(c, self, ttl); err != nil || !held {
 			return err
 		}
 		// It may have finished between the look and the lock.
-		if done, last, err = finished(c, j.id, j.leaving); done {
+		if done, last, err = finished(c, j.id, j.rs.leaving); done {
 			unlock(c, self)
 		}
 		return err
@@ -153,12 +147,12 @@ func (j *copyJob) bulkCopy(rt route) error {
 	defer stopCopy(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.holdLock(copyCtx, stopCopy, j.source, j.log) })
-	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt, beforeGet: r.opts.beforeGet,
-		remove: h.Reason == v1alpha1.HandoffGrown && !r.opts.keepGrown, beforeRemove: r.opts.beforeRemove}
+	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
+		remove: j.rs.remove && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
 	// A leaving source's writes are forwarded from before the dump until
 	// it stops (forward.go): watching starts here, so that every write it
 	// takes after the copy reads a key is logged.
-	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.leaving)
+	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.rs.leaving)
 	err := j.emptyFilled(copyCtx)
 	if err == nil {
 		err = j.settleRefill(copyCtx)
@@ -177,18 +171,19 @@ func (j *copyJob) bulkCopy(rt route) error {
 	return err
 }
 
-// emptyFilled empties the Pod a Refill fills when the entry says it held
-// the slot before (Handoff.Flush): it was unreachable or its memcached
+// emptyFilled empties the Pod a Refill fills (its reason's flush) when the
+// entry says it held the slot before (Handoff.Flush): it was unreachable
+// or its memcached
 // restarted, and what it kept may be older than what the other zones were
 // written or told to delete meanwhile. Adding the source's items on top
 // would leave those; emptied, it misses until the copy reaches a key,
 // never serves an older value. Only the agent that holds the source's
 // lock empties it, once, before its copy.
 func (j *copyJob) emptyFilled(ctx context.Context) error {
-	_, _, ip, ok := j.h.Refilled()
-	if !ok || !j.h.Flush {
+	if !j.rs.flush || !j.h.Flush {
 		return nil
 	}
+	ip := j.h.ToIP
 	var c *conn
 	defer func() {
 		if c != nil {
@@ -210,9 +205,9 @@ func (j *copyJob) emptyFilled(ctx context.Context) error {
 	return nil
 }
 
-// settleRefill waits, for a Refill, as long as every copy waits for
-// clients to move to a slot's new Pod (ClientMove, --handoff-settle),
-// once the Pod to fill is emptied (emptyFilled). The hook plans a Refill
+// settleRefill waits, for a Refill (settleAfterFlush), as long as every
+// copy waits for clients to move to a slot's new Pod (ClientMove,
+// --handoff-settle), once the Pod to fill is emptied (emptyFilled). The hook plans a Refill
 // in the sync where its Pod takes the slot: until the proxies route the
 // slot there (each polls its pool once a second), they send the slot's
 // writes to the other zones only, so an item copied before then would
@@ -223,16 +218,10 @@ func (j *copyJob) emptyFilled(ctx context.Context) error {
 // second later). Emptied first, a Pod back in its own slot serves none of
 // what it kept while away.
 func (j *copyJob) settleRefill(ctx context.Context) error {
-	if j.h.Reason != v1alpha1.HandoffRefill || j.r.opts.ClientMove <= 0 {
+	if j.rs.settle != settleAfterFlush {
 		return nil
 	}
-	j.log.Debug("waiting for clients to move to the Pod to fill", "settle", j.r.opts.ClientMove)
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-time.After(j.r.opts.ClientMove):
-		return nil
-	}
+	return j.r.waitClients(ctx, j.log, "waiting for clients to move to the Pod to fill")
 }
 
 // finish marks a copy that ended well finished on the source (and, for a
@@ -253,7 +242,7 @@ func (j *copyJob) finish() error {
 			j.log.Debug("setting the done marker before the forwarder caught up", "pending", j.fw.pending.len(), "error", cerr)
 		}
 	}
-	if err := j.control(func(c *conn) error { return markFinished(c, j.id, j.leaving, j.done) }); err != nil {
+	if err := j.control(func(c *conn) error { return markFinished(c, j.id, j.rs.leaving, j.done) }); err != nil {
 		return fmt.Errorf("marking the copy finished: %w", err)
 	}
 	return nil
@@ -318,8 +307,8 @@ func (j *copyJob) endForwarding(err error) {
 	<-j.fwDone
 	j.r.observer.Handed(fw.counts.stored.Load(), fw.counts.bytes.Load())
 	j.log.Info("forwarded the source's writes until it stopped", fw.logValues()...)
-	if j.r.opts.afterForward != nil {
-		j.r.opts.afterForward(&fw.counts)
+	if j.r.hooks.afterForward != nil {
+		j.r.hooks.afterForward(&fw.counts)
 	}
 }
 

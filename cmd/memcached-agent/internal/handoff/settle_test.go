@@ -105,7 +105,7 @@ func TestSettle(t *testing.T) {
 			// Without forwarding (TestForwarded covers it), which would
 			// hand on the source's later writes too: this measures what
 			// the settle alone keeps out.
-			r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: tt.settle, noForward: true, Dial: dial})
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{ClientMove: tt.settle, Dial: dial}, testHooks{noForward: true})
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			start := time.Now()
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})

@@ -84,7 +84,7 @@ func TestRefill(t *testing.T) {
 	const settle = time.Second
 	var once sync.Once
 	var firstGet time.Time
-	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: settle, beforeGet: func([]dumpKey) { once.Do(func() { firstGet = time.Now() }) }})
+	r, _ := newHookedRunner(t, "agent-a", rec, Options{ClientMove: settle}, testHooks{beforeGet: func([]dumpKey) { once.Do(func() { firstGet = time.Now() }) }})
 	h := v1alpha1.Handoff{Pod: "b-1", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1), To: "a-1", ToIP: dst.ip}
 	start := time.Now()
 	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA, "b": zoneB})

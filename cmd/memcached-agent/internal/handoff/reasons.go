@@ -1,0 +1,234 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// reasons are what the agent does for each hand-off reason
+// (v1alpha1.HandoffReason, which the hook sets: sync/slots.Handoffs), one
+// entry per reason. Everything a reason changes in what the agent does is
+// here: the Runner and its copyJob read the entry, and the reason itself
+// only to name the copy (jobID, the report key, the log), so that a reader
+// learns a reason here and a new reason is one entry.
+// cmd/memcached-agent/README.md (Hand-offs) tells the same for users.
+var reasons = map[v1alpha1.HandoffReason]reason{
+	// A Ready Pod took the leaving Pod's slot: every item goes to it.
+	v1alpha1.HandoffReplaced: {asks: named, route: (*Runner).holder, leaving: true, settle: settleBeforeLock},
+	// The Pod's slot went in a scale-down: each item goes where its key
+	// now hashes.
+	v1alpha1.HandoffRemoved: {asks: named, route: (*Runner).place, leaving: true, settle: settleBeforeLock},
+	// The Pod moved from a removed slot into a freed one, and stays.
+	v1alpha1.HandoffMoved: {asks: named, route: (*Runner).place, settle: settleBeforeLock},
+	// Slots were added; the Pod stays, and what it hands to them leaves it.
+	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeLock},
+	// A Pod took the slot in another zone with no Pod to hand it over; the
+	// source holds the same slot in its own zone, and stays.
+	v1alpha1.HandoffRefill: {asks: refilled, route: (*Runner).refill, flush: true, settle: settleAfterFlush},
+	// The leaving Pod held no slot: nothing to copy, the done marker at
+	// once.
+	v1alpha1.HandoffNoSlot: {asks: named, leaving: true},
+	// The leaving Pod's slot waits for a Ready Pod to take it: nothing yet.
+	v1alpha1.HandoffWaiting: {leaving: true},
+}
+
+// reason is what the agent does for the entries of one reason.
+type reason struct {
+	// asks tells whether an entry of the reason asks the agent for
+	// anything yet, its Pod named; nil: never (Waiting). Another reason
+	// (a newer hook's) asks for nothing either.
+	asks func(v1alpha1.Handoff) bool
+	// route says where the source's items go, each as the slot table is
+	// when it is read: every route sends an item only to a Serving slot's
+	// Pod that is not the source (Runner.dest). It fails on an entry that
+	// names no destination. nil: nothing to copy, only the done marker
+	// to set (NoSlot).
+	route func(*Runner, v1alpha1.Handoff) (route, error)
+	// leaving is a source whose memcached stops once the copy ends: it
+	// gets the done marker (contract.DoneKey), which ends its preStop,
+	// and its writes are forwarded from before the dump until it stops
+	// (forward.go). A source that stays keeps serving its other keys and
+	// gets neither: only CopiedKey tells the other agent the copy ended.
+	leaving bool
+	// remove deletes each item from the source once its destination
+	// holds it, if it is still the item read (copier.remove): for a
+	// source that stays and keeps serving, where a copy left behind could
+	// come back older (Grown).
+	remove bool
+	// settle is when the copy waits Options.ClientMove for clients to
+	// move to the slot's new owner.
+	settle settle
+	// flush empties the Pod the items go to before the copy when the
+	// entry says it held the slot before (Handoff.Flush;
+	// copyJob.emptyFilled).
+	flush bool
+}
+
+// settle is when a copy waits for clients to move to the slot's new owner
+// (Options.ClientMove, --handoff-settle).
+type settle int
+
+const (
+	// settleNever: nothing is copied, so nothing to wait for.
+	settleNever settle = iota
+	// settleBeforeLock: as soon as the entry appears, before the copy
+	// takes the source's lock. The proxies switch their pool within a
+	// second of the status: a write the source took after the copy read
+	// its key would otherwise never reach the new owner.
+	settleBeforeLock
+	// settleAfterFlush: nothing before the lock; once the copy holds it
+	// and has emptied the Pod it fills (flush), right before the bulk
+	// copy (copyJob.settleRefill). A Pod back in its slot must not serve
+	// what it kept meanwhile for the wait.
+	settleAfterFlush
+)
+
+func (s settle) String() string {
+	switch s {
+	case settleNever:
+		return "never"
+	case settleBeforeLock:
+		return "before the lock"
+	case settleAfterFlush:
+		return "after the flush"
+	}
+	return "settle(" + strconv.Itoa(int(s)) + ")"
+}
+
+// named asks for a copy as soon as the entry names its Pod.
+func named(v1alpha1.Handoff) bool { return true }
+
+// planned asks for a Grown copy once every added slot serves: the hook
+// lists the entry unplanned until then.
+func planned(h v1alpha1.Handoff) bool { return h.Planned() }
+
+// refilled asks for a Refill copy once the entry names the Pod it fills.
+func refilled(h v1alpha1.Handoff) bool {
+	_, _, _, ok := h.Refilled()
+	return ok
+}
+
+// wanted tells whether a hand-off asks the agent for anything.
+func wanted(h v1alpha1.Handoff) bool {
+	rs, ok := reasons[h.Reason]
+	return ok && rs.asks != nil && h.Pod != "" && rs.asks(h)
+}
+
+// waitClients waits ClientMove, if any, for clients to move to the slot's
+// new owner, or until ctx ends (its cause).
+func (r *Runner) waitClients(ctx context.Context, log *slog.Logger, msg string) error {
+	if r.opts.ClientMove <= 0 {
+		return nil
+	}
+	log.Debug(msg, "settle", r.opts.ClientMove)
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(r.opts.ClientMove):
+		return nil
+	}
+}
+
+// dest is where an item goes when its slot's entry s in the table as it
+// is now serves, at an address, and is not the hand-off's source h
+// (its Pod's name or address): after the settle, a status that landed
+// since may have changed the table, and no item goes to a Pod the
+// current table does not serve from. ok false: the item has no home.
+func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
+	if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
+		return destination{}, false
+	}
+	return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+}
+
+// table is the slot table of a zone ("" without zones) in the last status,
+// nil when it has none.
+func (r *Runner) table(zone string) []v1alpha1.Slot {
+	if t := r.tables.Load(); t != nil {
+		return (*t)[zone]
+	}
+	return nil
+}
+
+// holder routes a Replaced Pod's items to the Pod that holds its slot in
+// the slot table as it is now (dest): after the settle, a status that
+// landed since may name another holder (its entry then changes, and this
+// copy is cancelled).
+func (r *Runner) holder(h v1alpha1.Handoff) (route, error) {
+	taken, ok := h.TakenSlot()
+	if _, successorIP, _ := h.Successor(); !ok || successorIP == "" {
+		return nil, errors.New("the hand-off names no slot, or no address for the Pod that took it")
+	}
+	slot := int(taken)
+	return func(string) (destination, bool) {
+		table := r.table(h.Zone)
+		if slot >= len(table) {
+			return destination{}, false
+		}
+		return r.dest(h, table[slot])
+	}, nil
+}
+
+// place routes Removed and Moved items: each to the slot its key hashes
+// to in the slot table as it is now, as the proxy does (slots.Place over
+// every slot, in order), through dest.
+func (r *Runner) place(h v1alpha1.Handoff) (route, error) {
+	return func(key string) (destination, bool) {
+		table := r.table(h.Zone)
+		if len(table) == 0 {
+			return destination{}, false
+		}
+		return r.dest(h, table[slots.Place([]byte(key), len(table))])
+	}, nil
+}
+
+// refill routes a Refill source's items: each whose key hashes, in the
+// filled zone's table as it is now, to the slot the entry fills goes to
+// the Pod that holds it there, while that is still the Pod the entry
+// fills (dest). The others stay: the source holds the same slot in its
+// own zone, so an item whose key hashes elsewhere is one it kept from an
+// earlier change, which copied could put an older value back.
+func (r *Runner) refill(h v1alpha1.Handoff) (route, error) {
+	s, to, toIP, _ := h.Refilled()
+	slot := int(s)
+	return func(key string) (destination, bool) {
+		table := r.table(h.Zone)
+		if slot >= len(table) || slots.Place([]byte(key), len(table)) != slot {
+			return destination{stay: true}, false
+		}
+		if e := table[slot]; e.Pod != to || e.IP != toIP {
+			return destination{}, false
+		}
+		return r.dest(h, table[slot])
+	}, nil
+}
+
+// added routes a Grown Pod's items: each whose key hashes, in the slot
+// table as it is now, to a slot at or above the first one the scale-up
+// added goes there (dest). The others stay: with jump hash a scale-up
+// moves keys to the added slots only, so an item whose key hashes to
+// another old slot is one the source kept from an earlier change, which no
+// client asks it for; copied in add mode, it could put an older value back
+// in front of clients where the owner deleted or evicted the key.
+func (r *Runner) added(h v1alpha1.Handoff) (route, error) {
+	firstAdded, _ := h.FirstAdded()
+	first := int(firstAdded)
+	return func(key string) (destination, bool) {
+		table := r.table(h.Zone)
+		if len(table) == 0 {
+			return destination{stay: true}, false
+		}
+		n := slots.Place([]byte(key), len(table))
+		if n < first {
+			return destination{stay: true}, false
+		}
+		return r.dest(h, table[n])
+	}, nil
+}
