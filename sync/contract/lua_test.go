@@ -25,52 +25,149 @@ import (
 // memcached's vendor/lua: test/tools/memcached-lua.mk).
 const EnvLua = "MEMCACHED_LUA_BIN"
 
-// runProxyLua runs the proxy's route configuration, the bytes the hook
-// ships (memcached.ProxyConfig), on each pool file as routelib would load
-// it (testdata/parse.lua), and returns one answer a file: "ok" and the
-// backends routelib was given, "refused ..." or "raised ...".
-func runProxyLua(t *testing.T, files []string) []string {
+// The route configurations of the operator before proxy.lua read zones
+// from the pool file, kept as they were shipped: one for a Memcached
+// without zones, one with zones (rendered from one template). A proxy
+// Pod started by that operator runs one of them until it rolls, and
+// loads proxy.lua at its next reload once the upgrade changes its
+// ConfigMap.
+var (
+	previousPlainConfig = filepath.Join("testdata", "previous", "proxy.lua")
+	previousZonesConfig = filepath.Join("testdata", "previous", "proxy-zones.lua")
+)
+
+// luaAnswer is what a route configuration made of one pool file
+// (testdata/parse.lua): the pool set routelib was given ("ok [zone]
+// backends ...", the zone "" for the pool of a Memcached without zones),
+// "refused ..." or "raised ..."; the routes it would route with; what it
+// logged.
+type luaAnswer struct {
+	pool, routes, said string
+}
+
+// proxyConfig writes the route configuration the hook ships
+// (memcached.ProxyConfig) to a file, for runLua.
+func proxyConfig(t *testing.T) string {
 	t.Helper()
-	lua := testutil.Program(t, EnvLua, "memcached Lua interpreter (make memcached-lua builds it alone)")
-	config := filepath.Join(t.TempDir(), "proxy.lua")
+	config := filepath.Join(t.TempDir(), "config.lua")
 	if err := os.WriteFile(config, []byte(memcached.ProxyConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return config
+}
+
+// runLua runs testdata/parse.lua under memcached's own Lua with env added
+// to the environment, on args: route configurations (names ending in
+// .lua), each followed by the pool files it loads, as routelib would. It
+// returns an answer a pool file.
+func runLua(t *testing.T, env []string, args ...string) []luaAnswer {
+	t.Helper()
+	lua := testutil.Program(t, EnvLua, "memcached Lua interpreter (make memcached-lua builds it alone)")
+	files := 0
+	for _, a := range args {
+		if !strings.HasSuffix(a, ".lua") {
+			files++
+		}
+	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(lua, append([]string{filepath.Join("testdata", "parse.lua"), config}, files...)...)
+	cmd := exec.Command(lua, append([]string{filepath.Join("testdata", "parse.lua")}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("lua: %v\n%s", err, stderr.String())
 	}
-	var out []string
+	var lines []string
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		out = append(out, sc.Text())
+		lines = append(lines, sc.Text())
 	}
-	if len(out) != len(files) {
-		t.Fatalf("lua answered %d lines for %d files:\n%s\n%s", len(out), len(files), stdout.String(), stderr.String())
+	if len(lines) != 3*files {
+		t.Fatalf("lua answered %d lines for %d files, want 3 a file:\n%s\n%s", len(lines), files, stdout.String(), stderr.String())
+	}
+	out := make([]luaAnswer, files)
+	for i := range out {
+		out[i] = luaAnswer{pool: lines[3*i], routes: lines[3*i+1], said: lines[3*i+2]}
 	}
 	return out
 }
 
-// wantBackends is what routelib must be given for a table, worked out from
-// the table itself (not from RenderPool): one backend a slot, in slot order, a
-// Serving slot its address with the address as label, any other a
-// placeholder labelled _down_<slot>, marked down; one placeholder for a
-// table with no slot.
-func wantBackends(tab v1alpha1.SlotTable) string {
-	parts := []string{}
-	for i, e := range tab.Slots {
-		if e.State == v1alpha1.SlotServing && e.IP != "" {
-			host := netip.MustParseAddr(e.IP).String()
-			parts = append(parts, fmt.Sprintf("%s|11211|%s:11211|false", host, host))
-		} else {
-			parts = append(parts, fmt.Sprintf("127.0.0.1|1|_down_%d|true", i))
+// runProxyLua runs proxy.lua on each pool file, each from a fresh state.
+func runProxyLua(t *testing.T, env []string, files []string) []luaAnswer {
+	t.Helper()
+	return runLua(t, env, append([]string{proxyConfig(t)}, files...)...)
+}
+
+// writeFiles writes each content to a file of its own in a temporary
+// directory, and returns their paths.
+func writeFiles(t *testing.T, contents [][]byte) []string {
+	t.Helper()
+	dir := t.TempDir()
+	files := make([]string, len(contents))
+	for i, c := range contents {
+		files[i] = filepath.Join(dir, fmt.Sprintf("pool-%d", i))
+		if err := os.WriteFile(files[i], c, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if len(parts) == 0 {
-		parts = append(parts, "127.0.0.1|1|_down_0|true")
+	return files
+}
+
+// plain is the pool set of a Memcached without zones: the one zone "".
+func plain(tab v1alpha1.SlotTable) []v1alpha1.ZoneStatus {
+	return []v1alpha1.ZoneStatus{{SlotTable: tab}}
+}
+
+// wantPool is what routelib must be given for a pool set, worked out
+// from the zones' tables (not from RenderPool): a pool a zone, in the
+// order of their names, as parse.lua prints them (a Lua table has no
+// order); in each, one backend a slot, in slot order, a Serving slot its
+// address with the address as label, any other a placeholder labelled
+// _down_<zone>_<slot> (_down_<slot> in the zone ""), marked down; one
+// placeholder for a table with no slot.
+func wantPool(zones []v1alpha1.ZoneStatus) string {
+	zones = slices.Clone(zones)
+	slices.SortFunc(zones, func(a, b v1alpha1.ZoneStatus) int { return strings.Compare(a.Name, b.Name) })
+	var parts []string
+	for _, z := range zones {
+		parts = append(parts, "["+z.Name+"]")
+		down := func(i int) string {
+			if z.Name == "" {
+				return fmt.Sprintf("127.0.0.1|1|_down_%d|true", i)
+			}
+			return fmt.Sprintf("127.0.0.1|1|_down_%s_%d|true", z.Name, i)
+		}
+		for i, e := range z.SlotTable.Slots {
+			if e.State == v1alpha1.SlotServing && e.IP != "" {
+				host := netip.MustParseAddr(e.IP).String()
+				parts = append(parts, fmt.Sprintf("%s|11211|%s:11211|false", host, host))
+			} else {
+				parts = append(parts, down(i))
+			}
+		}
+		if len(z.SlotTable.Slots) == 0 {
+			parts = append(parts, down(0))
+		}
+	}
+	return "ok " + strings.Join(parts, " ")
+}
+
+// parseAnswer is what ParsePool makes of a pool file, as parse.lua prints
+// what proxy.lua makes of it: "ok" and the zones' backends, or "refused"
+// and why.
+func parseAnswer(content []byte) string {
+	p, err := contract.ParsePool(content)
+	if err != nil {
+		return "refused " + err.Error()
+	}
+	zones := slices.Clone(p.Zones)
+	slices.SortFunc(zones, func(a, b contract.ParsedZone) int { return strings.Compare(a.Name, b.Name) })
+	var parts []string
+	for _, z := range zones {
+		parts = append(parts, "["+z.Name+"]")
+		for _, b := range z.Backends {
+			parts = append(parts, fmt.Sprintf("%s|%s|%s|%t", b.Host, b.Port, b.Label, b.Down))
+		}
 	}
 	return "ok " + strings.Join(parts, " ")
 }
@@ -105,78 +202,142 @@ func randomTable(r *rand.Rand, n int) v1alpha1.SlotTable {
 	return tab
 }
 
-// TestProxyLuaTakesEveryPool renders every kind of slot table, named ones
-// and random ones up to the 1,000 slots the proxy takes, and runs each
-// pool through proxy.lua under memcached's own Lua: each is taken, never
-// refused and never raising, and gives routelib exactly the backends the
-// table says, in slot order. A truncated pool and one with a bad line
-// are refused, so that the harness is seen to tell.
-func TestProxyLuaTakesEveryPool(t *testing.T) {
-	r := rand.New(rand.NewPCG(19, 1))
-	named := []struct {
-		name  string
-		table v1alpha1.SlotTable
-	}{
-		{"three Serving", table(1767225600, "S:10.244.1.7", "S:10.244.2.3", "S:10.244.3.9")},
-		{"every state", table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5")},
-		{"IPv6", table(8, "S:fd00::7", "S:fd00:0:0:0:0:0:0:8", "S:::ffff:10.0.0.3", "S:2001:db8:ffff:ffff:ffff:ffff:ffff:ffff")},
-		{"every slot down", table(9, "N:10.0.0.1", "E", "L:10.0.0.3")},
-		{"no slot", table(10)},
-		{"no status yet", v1alpha1.SlotTable{}},
-		{"the largest version", table(1<<63-1, "S:10.0.0.1")},
-		{"a Serving slot without an ip", table(11, "S:10.0.0.1", "S:")},
-		{"1,000 slots", randomTable(r, 1000)},
-		{"1,000 slots, all down", table(12, make([]string, 1000)...)},
+// randomZones is nz zones of random names, each a table of up to n
+// slots (randomTable's), no address Serving in two zones.
+func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789-"
+	names := map[string]bool{}
+	served := map[netip.Addr]bool{}
+	var zones []v1alpha1.ZoneStatus
+	for len(zones) < nz {
+		b := make([]byte, 1+r.IntN(v1alpha1.MaxZoneNameLen))
+		for i := range b {
+			b[i] = chars[r.IntN(len(chars))]
+		}
+		b[0], b[len(b)-1] = chars[r.IntN(26)], chars[r.IntN(36)]
+		name := string(b)
+		if names[name] {
+			continue
+		}
+		tab := randomTable(r, r.IntN(n+1))
+		clash := false
+		for _, e := range tab.Slots {
+			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing && served[a] {
+				clash = true
+			}
+		}
+		if clash {
+			continue
+		}
+		for _, e := range tab.Slots {
+			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing {
+				served[a] = true
+			}
+		}
+		names[name] = true
+		zones = append(zones, v1alpha1.ZoneStatus{Name: name, SlotTable: tab})
 	}
-	for i := range 200 {
-		named = append(named, struct {
-			name  string
-			table v1alpha1.SlotTable
-		}{fmt.Sprintf("random %d", i), randomTable(r, r.IntN(40))})
-	}
+	return zones
+}
 
-	dir := t.TempDir()
-	var files []string
-	for i, n := range named {
-		p, err := contract.RenderPool(n.table)
+// namedPool is a pool set a test renders.
+type namedPool struct {
+	name  string
+	zones []v1alpha1.ZoneStatus
+}
+
+// everyPool is every kind of pool set the writer renders: named ones and
+// random ones, without zones up to the 1,000 slots the proxy takes, and
+// with zones up to eight.
+func everyPool() []namedPool {
+	r := rand.New(rand.NewPCG(19, 1))
+	z := zone
+	named := []namedPool{
+		{"three Serving", plain(table(1767225600, "S:10.244.1.7", "S:10.244.2.3", "S:10.244.3.9"))},
+		{"every state", plain(table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5"))},
+		{"IPv6", plain(table(8, "S:fd00::7", "S:fd00:0:0:0:0:0:0:8", "S:::ffff:10.0.0.3", "S:2001:db8:ffff:ffff:ffff:ffff:ffff:ffff"))},
+		{"every slot down", plain(table(9, "N:10.0.0.1", "E", "L:10.0.0.3"))},
+		{"no slot", plain(table(10))},
+		{"no status yet", plain(v1alpha1.SlotTable{})},
+		{"the largest version", plain(table(1<<63-1, "S:10.0.0.1"))},
+		{"a Serving slot without an ip", plain(table(11, "S:10.0.0.1", "S:"))},
+		{"1,000 slots", plain(randomTable(r, 1000))},
+		{"1,000 slots, all down", plain(table(12, make([]string, 1000)...))},
+		{"three zones of two", []v1alpha1.ZoneStatus{
+			z("a", table(1767225600, "S:10.244.1.7", "S:10.244.1.8")),
+			z("b", table(1767225601, "S:10.244.2.7", "S:10.244.2.8")),
+			z("c", table(1767225602, "S:10.244.3.7", "S:10.244.3.8")),
+		}},
+		{"zones in every state", []v1alpha1.ZoneStatus{
+			z("a", table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5")),
+			z("b", table(7, "E", "S:10.0.1.2", "S:")),
+		}},
+		{"zones of IPv6", []v1alpha1.ZoneStatus{z("a", table(8, "S:fd00::7", "S:::ffff:10.0.0.3")), z("b", table(8, "S:fd00:0:0:0:0:0:0:8"))}},
+		{"a zone with no slot", []v1alpha1.ZoneStatus{z("a", table(9, "S:10.0.0.1")), z("b", v1alpha1.SlotTable{})}},
+		{"every zone with no slot", []v1alpha1.ZoneStatus{z("a", v1alpha1.SlotTable{}), z("b", v1alpha1.SlotTable{})}},
+		{"one zone", []v1alpha1.ZoneStatus{z("europe-west1-b", table(10, "S:10.0.0.1"))}},
+		{"the longest zone name", []v1alpha1.ZoneStatus{z(strings.Repeat("z", v1alpha1.MaxZoneNameLen), table(11, make([]string, 3)...))}},
+		{"zones named as the pools", []v1alpha1.ZoneStatus{z("nocas", table(12, "S:10.0.0.1")), z("nopool", table(12, "E")), z("main", table(12, "E"))}},
+	}
+	largest := namedPool{name: "the largest file: eight zones of the longest names, of 1,000 placeholders"}
+	for i := range v1alpha1.MaxZones {
+		name := fmt.Sprintf("%d%s", i, strings.Repeat("z", v1alpha1.MaxZoneNameLen-1))
+		largest.zones = append(largest.zones, z(name, table(13, make([]string, contract.MaxSlots)...)))
+	}
+	named = append(named, largest)
+	for i := range 200 {
+		named = append(named, namedPool{fmt.Sprintf("random %d", i), plain(randomTable(r, r.IntN(40)))})
+	}
+	for i := range 100 {
+		named = append(named, namedPool{fmt.Sprintf("random zones %d", i), randomZones(r, 1+r.IntN(v1alpha1.MaxZones), r.IntN(30))})
+	}
+	return named
+}
+
+// TestProxyLuaTakesEveryPool renders every kind of pool set (everyPool),
+// and runs each through proxy.lua under memcached's own Lua: each is
+// taken, never refused and never raising, gives routelib exactly the
+// backends its tables say, a pool a zone (without zones, the one pool
+// main), in slot order, and ParsePool reads it alike. Broken pools are
+// refused by both, so that the harness is seen to tell.
+func TestProxyLuaTakesEveryPool(t *testing.T) {
+	named := everyPool()
+	var contents [][]byte
+	for _, n := range named {
+		p, err := contract.RenderPool(n.zones)
 		if err != nil {
 			t.Fatalf("%s: RenderPool() = %v", n.name, err)
 		}
-		f := filepath.Join(dir, fmt.Sprintf("pool-%d", i))
-		if err := os.WriteFile(f, p.Content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+		contents = append(contents, p.Content)
 	}
-	good, _ := contract.RenderPool(table(5, "S:10.0.0.1", "S:10.0.0.2"))
+	good, _ := contract.RenderPool(plain(table(5, "S:10.0.0.1", "S:10.0.0.2")))
+	zoned, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(5, "S:10.0.0.1")), zone("b", table(5, "S:10.0.0.2"))})
 	broken := []struct {
 		name    string
 		content []byte
 	}{
 		{"truncated", good.Content[:len(good.Content)-len("end 2\n")]},
+		{"truncated, with zones", zoned.Content[:len(zoned.Content)-len("end 2\n")]},
+		{"cut after a zone line", zoned.Content[:len("version 5\nzone a\n")]},
 		{"a name, not an IP", []byte("version 5\ncache-0.example:11211\nend 1\n")},
+		{"a name, not an IP, in a zone", []byte("version 5\nzone a\ncache-0.example:11211\nend 1\n")},
+		{"slot lines of no zone, then a zone's", []byte("version 5\n10.0.0.1:11211\nzone b\n10.0.0.2:11211\nend 2\n")},
 	}
-	for i, b := range broken {
-		f := filepath.Join(dir, fmt.Sprintf("broken-%d", i))
-		if err := os.WriteFile(f, b.content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
+	for _, b := range broken {
+		contents = append(contents, b.content)
 	}
-
-	got := runProxyLua(t, files)
+	got := runProxyLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, writeFiles(t, contents))
 	for i, n := range named {
-		if want := wantBackends(n.table); got[i] != want {
-			t.Errorf("%s: proxy.lua made of the pool\n%s\nwant\n%s", n.name, got[i], want)
+		if want := wantPool(n.zones); got[i].pool != want {
+			t.Errorf("%s: proxy.lua made of the pool\n%s\nwant\n%s", n.name, got[i].pool, want)
 		}
-		content, _ := os.ReadFile(files[i])
-		if g := parseAnswer(content); g != got[i] {
-			t.Errorf("%s: ParsePool made of the pool\n%s\nproxy.lua\n%s", n.name, g, got[i])
+		if g := parseAnswer(contents[i]); g != got[i].pool {
+			t.Errorf("%s: ParsePool made of the pool\n%s\nproxy.lua\n%s", n.name, g, got[i].pool)
 		}
 	}
 	for i, b := range broken {
-		if g := got[len(named)+i]; !strings.HasPrefix(g, "refused ") {
-			t.Errorf("%s: proxy.lua did not refuse the pool: %s", b.name, g)
+		if g := got[len(named)+i]; !strings.HasPrefix(g.pool, "refused ") {
+			t.Errorf("%s: proxy.lua did not refuse the pool: %s", b.name, g.pool)
 		}
 		if _, err := contract.ParsePool(b.content); err == nil {
 			t.Errorf("%s: ParsePool took the pool", b.name)
@@ -185,25 +346,11 @@ func TestProxyLuaTakesEveryPool(t *testing.T) {
 	t.Logf("proxy.lua took %d pools the writer rendered", len(named))
 }
 
-// parseAnswer is what ParsePool makes of a pool file, as parse.lua prints
-// what proxy.lua makes of it: "ok" and the backends, or "refused" and why.
-func parseAnswer(content []byte) string {
-	p, err := contract.ParsePool(content)
-	if err != nil {
-		return "refused " + err.Error()
-	}
-	parts := make([]string, len(p.Backends))
-	for i, b := range p.Backends {
-		parts[i] = fmt.Sprintf("%s|%s|%s|%t", b.Host, b.Port, b.Label, b.Down)
-	}
-	return "ok " + strings.Join(parts, " ")
-}
-
 // TestParsePoolReadsAsProxyLua runs files that break each of proxy.lua's
-// rules, and files at their edges, through proxy.lua under memcached's
-// own Lua and through ParsePool: both take the same files, give routelib
-// the same backends, and refuse the same files, for the reason proxy.lua
-// logs.
+// rules, with zones and without, and files at their edges, through
+// proxy.lua under memcached's own Lua and through ParsePool: both take the
+// same files, give routelib the same backends, and refuse the same files,
+// for the reason proxy.lua logs.
 func TestParsePoolReadsAsProxyLua(t *testing.T) {
 	lines := func(n int, line func(i int) string) string {
 		var b strings.Builder
@@ -216,6 +363,13 @@ func TestParsePoolReadsAsProxyLua(t *testing.T) {
 	maxSlots := lines(contract.MaxSlots, down) + fmt.Sprintf("end %d\n", contract.MaxSlots)
 	padded := func(size int) string {
 		pool := "version 1\n10.0.0.1:11211\nend 1\n"
+		return "#" + strings.Repeat("x", size-len(pool)-2) + "\n" + pool
+	}
+	zoneOf := func(name string, n int) string {
+		return "zone " + name + "\n" + lines(n, func(i int) string { return contract.PoolPlaceholder + " " + contract.ZoneDownLabel(name, i) })
+	}
+	zonePadded := func(size int) string {
+		pool := "version 1\nzone a\n10.0.0.1:11211\nend 1\n"
 		return "#" + strings.Repeat("x", size-len(pool)-2) + "\n" + pool
 	}
 	tests := []struct {
@@ -263,317 +417,18 @@ func TestParsePoolReadsAsProxyLua(t *testing.T) {
 		{name: "a label listed twice", content: "10.0.0.1:11211 a\n10.0.0.2:11211 a\nend 2\n"},
 		{name: "an address listed twice", content: "10.0.0.1:11211\n10.0.0.1:11211 b\nend 2\n"},
 		{name: "an address listed down, then up", content: "127.0.0.1:1 _down_0\n127.0.0.1:1 up\nend 2\n"},
-	}
-	dir := t.TempDir()
-	files := make([]string, len(tests))
-	for i, tt := range tests {
-		files[i] = filepath.Join(dir, fmt.Sprintf("pool-%d", i))
-		if err := os.WriteFile(files[i], []byte(tt.content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := runProxyLua(t, files)
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := parseAnswer([]byte(tt.content))
-			switch {
-			case strings.HasPrefix(got[i], "ok ") != tt.wantOK:
-				t.Errorf("proxy.lua made of the pool %s, want it taken = %t", got[i], tt.wantOK)
-			case tt.wantOK && g != got[i]:
-				t.Errorf("ParsePool made of the pool\n%s\nproxy.lua\n%s", g, got[i])
-			case !tt.wantOK && !strings.HasPrefix(g, "refused "):
-				t.Errorf("ParsePool took the pool: %s; proxy.lua %s", g, got[i])
-			case !tt.wantOK && !strings.Contains(got[i], strings.TrimPrefix(g, "refused ")):
-				t.Errorf("ParsePool refused the pool with %q; proxy.lua with %q", g, got[i])
-			}
-		})
-	}
-}
 
-// TestMaxSlotsIsProxyLuas holds proxy.lua's MAX_SLOTS and MAX_BYTES to
-// contract.MaxSlots and MaxPoolBytes, and the zoned configuration's to
-// MaxSlots, MaxZonePoolBytes and v1alpha1.MaxZoneNameLen, also where no
-// Lua runs. (They are
-// literals in proxy.lua: rendering them into it would change its bytes,
-// and so every proxy's ConfigMap.)
-func TestMaxSlotsIsProxyLuas(t *testing.T) {
-	for _, c := range []struct {
-		config, name string
-		pattern      string
-		want         string
-	}{
-		{memcached.ProxyConfig, "proxy.lua", `local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
-		{memcached.ProxyConfig, "proxy.lua", `local MAX_BYTES <const> = 256 \* (\S+)`, strconv.Itoa(contract.MaxPoolBytes / 256)},
-		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
-		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `local MAX_BYTES <const> = 1024 \* (\S+)`, strconv.Itoa(contract.MaxZonePoolBytes / 1024)},
-		{memcached.ProxyZonesConfig, "ProxyZonesConfig", `#z <= (\d+) and`, strconv.Itoa(v1alpha1.MaxZoneNameLen)},
-	} {
-		m := regexp.MustCompile(c.pattern).FindStringSubmatch(c.config)
-		if m == nil || m[1] != c.want {
-			t.Errorf("%s: %s gives %q, want %s", c.name, c.pattern, m, c.want)
-		}
-	}
-}
-
-// wantZoneBackends is what routelib must be given for a set of zones,
-// worked out from the zones' tables (not from RenderZonePool): a pool a
-// zone, as wantBackends has it but for the placeholders' labels,
-// _down_<zone>_<slot>; the zones in the order of their names, as
-// parse.lua prints routelib's pool set (a Lua table has no order).
-func wantZoneBackends(zones []v1alpha1.ZoneStatus) string {
-	zones = slices.Clone(zones)
-	slices.SortFunc(zones, func(a, b v1alpha1.ZoneStatus) int { return strings.Compare(a.Name, b.Name) })
-	var parts []string
-	for _, z := range zones {
-		parts = append(parts, "["+z.Name+"]")
-		want := strings.Fields(strings.TrimPrefix(wantBackends(z.SlotTable), "ok "))
-		for _, b := range want {
-			if rest, ok := strings.CutPrefix(b, "127.0.0.1|1|_down_"); ok {
-				b = "127.0.0.1|1|_down_" + z.Name + "_" + rest
-			}
-			parts = append(parts, b)
-		}
-	}
-	return "ok " + strings.Join(parts, " ")
-}
-
-// parseZoneAnswer is what ParseZonePool makes of a pool file, as
-// parse.lua prints what the zoned configuration makes of it.
-func parseZoneAnswer(content []byte) string {
-	p, err := contract.ParseZonePool(content)
-	if err != nil {
-		return "refused " + err.Error()
-	}
-	zones := slices.Clone(p.Zones)
-	slices.SortFunc(zones, func(a, b contract.ParsedZone) int { return strings.Compare(a.Name, b.Name) })
-	var parts []string
-	for _, z := range zones {
-		parts = append(parts, "["+z.Name+"]")
-		for _, b := range z.Backends {
-			parts = append(parts, fmt.Sprintf("%s|%s|%s|%t", b.Host, b.Port, b.Label, b.Down))
-		}
-	}
-	return "ok " + strings.Join(parts, " ")
-}
-
-// randomZones is nz zones of random names, each a table of up to n
-// slots (randomTable's), no address Serving in two zones.
-func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
-	const chars = "abcdefghijklmnopqrstuvwxyz0123456789-"
-	names := map[string]bool{}
-	served := map[netip.Addr]bool{}
-	var zones []v1alpha1.ZoneStatus
-	for len(zones) < nz {
-		b := make([]byte, 1+r.IntN(v1alpha1.MaxZoneNameLen))
-		for i := range b {
-			b[i] = chars[r.IntN(len(chars))]
-		}
-		b[0], b[len(b)-1] = chars[r.IntN(26)], chars[r.IntN(36)]
-		name := string(b)
-		if names[name] {
-			continue
-		}
-		tab := randomTable(r, r.IntN(n+1))
-		clash := false
-		for _, e := range tab.Slots {
-			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing && served[a] {
-				clash = true
-			}
-		}
-		if clash {
-			continue
-		}
-		for _, e := range tab.Slots {
-			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing {
-				served[a] = true
-			}
-		}
-		names[name] = true
-		zones = append(zones, v1alpha1.ZoneStatus{Name: name, SlotTable: tab})
-	}
-	return zones
-}
-
-// zoneAnswer is what the zoned configuration made of one pool file
-// (testdata/parse_zones.lua): the pool set routelib was given ("ok
-// [zone] backends ..."), "refused ..." or "raised ..."; the routes it
-// would route with; what it logged.
-type zoneAnswer struct {
-	pool, routes, said string
-}
-
-// runProxyZonesLua runs the zoned route configuration, the bytes the hook
-// ships (memcached.ProxyZonesConfig), on each pool file as routelib would
-// load it, with env added to the environment.
-func runProxyZonesLua(t *testing.T, env []string, files []string) []zoneAnswer {
-	t.Helper()
-	lua := testutil.Program(t, EnvLua, "memcached Lua interpreter (make memcached-lua builds it alone)")
-	config := filepath.Join(t.TempDir(), "config.lua")
-	if err := os.WriteFile(config, []byte(memcached.ProxyZonesConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(lua, append([]string{filepath.Join("testdata", "parse_zones.lua"), config}, files...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("lua: %v\n%s", err, stderr.String())
-	}
-	var lines []string
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) != 3*len(files) {
-		t.Fatalf("lua answered %d lines for %d files, want 3 a file:\n%s\n%s", len(lines), len(files), stdout.String(), stderr.String())
-	}
-	out := make([]zoneAnswer, len(files))
-	for i := range out {
-		out[i] = zoneAnswer{pool: lines[3*i], routes: lines[3*i+1], said: lines[3*i+2]}
-	}
-	return out
-}
-
-// writeFiles writes each content to a file of its own in a temporary
-// directory, and returns their paths.
-func writeFiles(t *testing.T, contents [][]byte) []string {
-	t.Helper()
-	dir := t.TempDir()
-	files := make([]string, len(contents))
-	for i, c := range contents {
-		files[i] = filepath.Join(dir, fmt.Sprintf("pool-%d", i))
-		if err := os.WriteFile(files[i], c, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return files
-}
-
-// TestProxyZonesLuaTakesEveryPool renders every kind of zoned pool, named
-// ones and random ones up to eight zones, and runs each through the zoned
-// configuration under memcached's own Lua: each is taken, never refused
-// and never raising, gives routelib a pool a zone with exactly the
-// backends its table says, in slot order, and ParseZonePool reads it
-// alike. Broken pools are refused by both, so that the harness is seen to
-// tell; and proxy.lua, the configuration without zones, refuses a zoned
-// pool (a proxy whose ConfigMap lags its agent keeps its pool).
-func TestProxyZonesLuaTakesEveryPool(t *testing.T) {
-	r := rand.New(rand.NewPCG(34, 2))
-	z := zone
-	named := []struct {
-		name  string
-		zones []v1alpha1.ZoneStatus
-	}{
-		{"three zones of two", []v1alpha1.ZoneStatus{
-			z("a", table(1767225600, "S:10.244.1.7", "S:10.244.1.8")),
-			z("b", table(1767225601, "S:10.244.2.7", "S:10.244.2.8")),
-			z("c", table(1767225602, "S:10.244.3.7", "S:10.244.3.8")),
-		}},
-		{"every state", []v1alpha1.ZoneStatus{
-			z("a", table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5")),
-			z("b", table(7, "E", "S:10.0.1.2", "S:")),
-		}},
-		{"IPv6", []v1alpha1.ZoneStatus{z("a", table(8, "S:fd00::7", "S:::ffff:10.0.0.3")), z("b", table(8, "S:fd00:0:0:0:0:0:0:8"))}},
-		{"a zone with no slot", []v1alpha1.ZoneStatus{z("a", table(9, "S:10.0.0.1")), z("b", v1alpha1.SlotTable{})}},
-		{"every zone with no slot", []v1alpha1.ZoneStatus{z("a", v1alpha1.SlotTable{}), z("b", v1alpha1.SlotTable{})}},
-		{"one zone", []v1alpha1.ZoneStatus{z("europe-west1-b", table(10, "S:10.0.0.1"))}},
-		{"the longest zone name", []v1alpha1.ZoneStatus{z(strings.Repeat("z", v1alpha1.MaxZoneNameLen), table(11, make([]string, 3)...))}},
-		{"the largest file: eight zones of the longest names, of 1,000 placeholders", nil},
-		{"zones named as the pools", []v1alpha1.ZoneStatus{z("nocas", table(12, "S:10.0.0.1")), z("nopool", table(12, "E")), z("main", table(12, "E"))}},
-	}
-	for i := range v1alpha1.MaxZones {
-		name := fmt.Sprintf("%d%s", i, strings.Repeat("z", v1alpha1.MaxZoneNameLen-1))
-		named[7].zones = append(named[7].zones, z(name, table(13, make([]string, contract.MaxSlots)...)))
-	}
-	for i := range 100 {
-		named = append(named, struct {
-			name  string
-			zones []v1alpha1.ZoneStatus
-		}{fmt.Sprintf("random %d", i), randomZones(r, 1+r.IntN(v1alpha1.MaxZones), r.IntN(30))})
-	}
-	var contents [][]byte
-	for _, n := range named {
-		p, err := contract.RenderZonePool(n.zones)
-		if err != nil {
-			t.Fatalf("%s: RenderZonePool() = %v", n.name, err)
-		}
-		contents = append(contents, p.Content)
-	}
-	good, _ := contract.RenderZonePool([]v1alpha1.ZoneStatus{z("a", table(5, "S:10.0.0.1")), z("b", table(5, "S:10.0.0.2"))})
-	plain, _ := contract.RenderPool(table(5, "S:10.0.0.1", "S:10.0.0.2"))
-	broken := []struct {
-		name    string
-		content []byte
-	}{
-		{"truncated", good.Content[:len(good.Content)-len("end 2\n")]},
-		{"cut after a zone line", good.Content[:len("version 5\nzone a\n")]},
-		{"a pool without zones", plain.Content},
-		{"a name, not an IP", []byte("version 5\nzone a\ncache-0.example:11211\nend 1\n")},
-	}
-	for _, b := range broken {
-		contents = append(contents, b.content)
-	}
-	files := writeFiles(t, contents)
-
-	got := runProxyZonesLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, files)
-	for i, n := range named {
-		if want := wantZoneBackends(n.zones); got[i].pool != want {
-			t.Errorf("%s: the zoned configuration made of the pool\n%s\nwant\n%s", n.name, got[i].pool, want)
-		}
-		if g := parseZoneAnswer(contents[i]); g != got[i].pool {
-			t.Errorf("%s: ParseZonePool made of the pool\n%s\nthe zoned configuration\n%s", n.name, g, got[i].pool)
-		}
-	}
-	for i, b := range broken {
-		if g := got[len(named)+i]; !strings.HasPrefix(g.pool, "refused ") {
-			t.Errorf("%s: the zoned configuration did not refuse the pool: %s", b.name, g.pool)
-		}
-		if _, err := contract.ParseZonePool(b.content); err == nil {
-			t.Errorf("%s: ParseZonePool took the pool", b.name)
-		}
-	}
-	if g := runProxyLua(t, files[:1]); !strings.HasPrefix(g[0], "refused ") {
-		t.Errorf("proxy.lua took a pool with zones: %s", g[0])
-	}
-	t.Logf("the zoned configuration took %d pools the writer rendered", len(named))
-}
-
-// TestParseZonePoolReadsAsProxyZonesLua runs files that break each of the
-// zoned configuration's rules of its own, and files at their edges,
-// through it under memcached's own Lua and through ParseZonePool: both
-// take the same files, give routelib the same pools, and refuse the same
-// files, for the reason the configuration logs. (The rules it shares with
-// proxy.lua, the slot lines', are TestParsePoolReadsAsProxyLua's.)
-func TestParseZonePoolReadsAsProxyZonesLua(t *testing.T) {
-	zoneOf := func(name string, n int) string {
-		var b strings.Builder
-		b.WriteString("zone " + name + "\n")
-		for i := range n {
-			b.WriteString(contract.PoolPlaceholder + " " + contract.ZoneDownLabel(name, i) + "\n")
-		}
-		return b.String()
-	}
-	padded := func(size int) string {
-		pool := "version 1\nzone a\n10.0.0.1:11211\nend 1\n"
-		return "#" + strings.Repeat("x", size-len(pool)-2) + "\n" + pool
-	}
-	tests := []struct {
-		name    string
-		content string
-		wantOK  bool
-	}{
-		{name: "comments, blank lines and white space", content: "# pool\n\nversion 3\n \tzone\t a \r\n10.0.0.1:11211\n\n# b\nzone b\n[fd00::1]:11211 one\nend 2\n", wantOK: true},
-		{name: "no version line", content: "zone a\n10.0.0.1:11211\nend 1\n", wantOK: true},
+		{name: "comments, blank lines and white space around zones", content: "# pool\n\nversion 3\n \tzone\t a \r\n10.0.0.1:11211\n\n# b\nzone b\n[fd00::1]:11211 one\nend 2\n", wantOK: true},
+		{name: "no version line before a zone", content: "zone a\n10.0.0.1:11211\nend 1\n", wantOK: true},
 		{name: "a zone of digits", content: "zone 1\n10.0.0.1:11211\nend 1\n", wantOK: true},
 		{name: "a zone with dashes", content: "zone us-east-1a\n10.0.0.1:11211\nend 1\n", wantOK: true},
 		{name: "a zone name of 40", content: "zone " + strings.Repeat("a", 40) + "\n10.0.0.1:11211\nend 1\n", wantOK: true},
 		{name: "a placeholder's address in two zones", content: "zone a\n127.0.0.1:1 _down_a_0\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n", wantOK: true},
 		{name: "MaxSlots in each of two zones", content: zoneOf("a", contract.MaxSlots) + zoneOf("b", contract.MaxSlots) + fmt.Sprintf("end %d\n", 2*contract.MaxSlots), wantOK: true},
 		{name: "a zone named zone", content: "zone zone\n10.0.0.1:11211\nend 1\n", wantOK: true},
-		{name: "no zone", content: "version 1\n10.0.0.1:11211\nend 1\n"},
-		{name: "no zone, no slot", content: "version 1\nend 0\n"},
-		{name: "a slot before the first zone", content: "10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"},
+		{name: "slot lines of no zone, then a zone", content: "10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"},
+		{name: "slot lines of no zone, then a zone with no slot", content: "10.0.0.1:11211\nzone a\nend 1\n"},
+		{name: "slot lines of no zone, then a bad zone name", content: "10.0.0.1:11211\nzone A\nend 1\n"},
 		{name: "a zone with no slot", content: "zone a\n10.0.0.1:11211\nzone b\nend 1\n"},
 		{name: "a zone with no slot, first", content: "zone a\nzone b\n10.0.0.1:11211\nend 1\n"},
 		{name: "a zone listed twice", content: "zone a\n10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"},
@@ -590,45 +445,73 @@ func TestParseZonePoolReadsAsProxyZonesLua(t *testing.T) {
 		{name: "the end count one zone's", content: "zone a\n10.0.0.1:11211\nzone b\n10.0.0.2:11211\nend 1\n"},
 		{name: "more than MaxSlots in a zone", content: zoneOf("a", contract.MaxSlots+1) + fmt.Sprintf("end %d\n", contract.MaxSlots+1)},
 		{name: "a zone after the end line", content: "zone a\n10.0.0.1:11211\nend 1\nzone b\n"},
-		{name: "MaxZonePoolBytes", content: padded(contract.MaxZonePoolBytes), wantOK: true},
-		{name: "larger than MaxZonePoolBytes", content: padded(contract.MaxZonePoolBytes + 1)},
+		{name: "MaxPoolBytes with zones", content: zonePadded(contract.MaxPoolBytes), wantOK: true},
+		{name: "larger than MaxPoolBytes with zones", content: zonePadded(contract.MaxPoolBytes + 1)},
 	}
 	contents := make([][]byte, len(tests))
 	for i, tt := range tests {
 		contents[i] = []byte(tt.content)
 	}
-	got := runProxyZonesLua(t, nil, writeFiles(t, contents))
+	got := runProxyLua(t, nil, writeFiles(t, contents))
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g, lua := parseZoneAnswer([]byte(tt.content)), got[i].pool
+			g, lua := parseAnswer([]byte(tt.content)), got[i].pool
 			switch {
 			case strings.HasPrefix(lua, "ok ") != tt.wantOK:
-				t.Errorf("the zoned configuration made of the pool %s, want it taken = %t", lua, tt.wantOK)
+				t.Errorf("proxy.lua made of the pool %s, want it taken = %t", lua, tt.wantOK)
 			case tt.wantOK && g != lua:
-				t.Errorf("ParseZonePool made of the pool\n%s\nthe zoned configuration\n%s", g, lua)
+				t.Errorf("ParsePool made of the pool\n%s\nproxy.lua\n%s", g, lua)
 			case !tt.wantOK && !strings.HasPrefix(g, "refused "):
-				t.Errorf("ParseZonePool took the pool: %s; the zoned configuration %s", g, lua)
+				t.Errorf("ParsePool took the pool: %s; proxy.lua %s", g, lua)
 			case !tt.wantOK && !strings.Contains(lua, strings.TrimPrefix(g, "refused ")):
-				t.Errorf("ParseZonePool refused the pool with %q; the zoned configuration with %q", g, lua)
+				t.Errorf("ParsePool refused the pool with %q; proxy.lua with %q", g, lua)
 			}
 		})
 	}
 }
 
-// TestProxyZonesLuaRoutes records the routes the zoned configuration
-// gives routelib: reads fail over from the local zone (local_zone on the
-// route itself, miss unset), or in no set order without a local zone the
-// pool has, which it says once; gat and gats go to every zone and answer a
-// hit of any; cas goes to a pool that is down; everything else to every
-// zone, answering the first that is not an error.
-func TestProxyZonesLuaRoutes(t *testing.T) {
+// TestMaxSlotsIsProxyLuas holds proxy.lua's MAX_SLOTS, MAX_BYTES and
+// longest zone name to contract.MaxSlots, MaxPoolBytes and
+// v1alpha1.MaxZoneNameLen, also where no Lua runs. (They are literals in
+// proxy.lua: rendering them into it would change its bytes, and so every
+// proxy's ConfigMap.)
+func TestMaxSlotsIsProxyLuas(t *testing.T) {
+	for _, c := range []struct {
+		pattern string
+		want    string
+	}{
+		{`local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
+		{`local MAX_BYTES <const> = 1024 \* (\S+)`, strconv.Itoa(contract.MaxPoolBytes / 1024)},
+		{`#z <= (\d+) and`, strconv.Itoa(v1alpha1.MaxZoneNameLen)},
+	} {
+		m := regexp.MustCompile(c.pattern).FindStringSubmatch(memcached.ProxyConfig)
+		if m == nil || m[1] != c.want {
+			t.Errorf("proxy.lua: %s gives %q, want %s", c.pattern, m, c.want)
+		}
+	}
+}
+
+// TestProxyLuaRoutes records the routes proxy.lua gives routelib, by the
+// pool file it reads, each file loaded twice as reloads of one proxy.
+// Without zones (the zone ""), every command goes to the one pool main,
+// whatever zone the proxy is told. With zones, reads fail over from the
+// local zone (local_zone on the route itself, miss unset), or in no set
+// order without a local zone the pool has, which it says once; gat and
+// gats go to every zone and answer a hit of any; cas goes to a pool that
+// is down; everything else to every zone, answering the first that is not
+// an error. Before any pool, every command goes to one placeholder.
+func TestProxyLuaRoutes(t *testing.T) {
 	const (
-		reads  = "get=failover(set_main%[1]s) gets=failover(set_main%[1]s) mg=failover(set_main%[1]s)"
-		routes = "routes cas=direct(nocas) gat=allfastest(set_main,miss=true) gats=allfastest(set_main,miss=true) " +
+		reads      = "get=failover(set_main%[1]s) gets=failover(set_main%[1]s) mg=failover(set_main%[1]s)"
+		zoneRoutes = "routes cas=direct(nocas) gat=allfastest(set_main,miss=true) gats=allfastest(set_main,miss=true) " +
 			reads + " default=allfastest(set_main) pool nocas=127.0.0.1|1|_down_nocas|true"
-		warning = "reads fail over in no set order"
+		plainRoutes = "routes default=direct(main) pool main=10.0.0.1|11211|10.0.0.1:11211|false 127.0.0.1|1|_down_1|true"
+		noPool      = "routes default=direct(main) pool main=127.0.0.1|1|_down_nopool|true"
+		warning     = "reads fail over in no set order"
 	)
-	pool, _ := contract.RenderZonePool([]v1alpha1.ZoneStatus{zone("a", table(1, "S:10.0.0.1")), zone("b", table(1, "S:10.0.0.2"))})
+	zoned, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(1, "S:10.0.0.1")), zone("b", table(1, "S:10.0.0.2"))})
+	oneZone, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(1, "S:10.0.0.1"))})
+	unzoned, _ := contract.RenderPool(plain(table(1, "S:10.0.0.1", "N:10.0.0.2")))
 	tests := []struct {
 		name       string
 		env        []string
@@ -636,25 +519,28 @@ func TestProxyZonesLuaRoutes(t *testing.T) {
 		wantRoutes string
 		wantSaid   string // in what the first load logged, and not the second
 	}{
-		{name: "the local zone a", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ",local_zone=a")},
-		{name: "the local zone b", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=b"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ",local_zone=b")},
-		{name: "no local zone", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE="}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE is not set (zones a, b): " + warning},
-		{name: "a local zone the pool does not have", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=c"}, content: pool.Content, wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE=c is no zone of the pool (zones a, b): " + warning},
-		{name: "no pool yet", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: []byte("broken\n"), wantRoutes: fmt.Sprintf(routes, ""), wantSaid: "no pool yet"},
+		{name: "the local zone a", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: zoned.Content, wantRoutes: fmt.Sprintf(zoneRoutes, ",local_zone=a")},
+		{name: "the local zone b", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=b"}, content: zoned.Content, wantRoutes: fmt.Sprintf(zoneRoutes, ",local_zone=b")},
+		{name: "no local zone", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE="}, content: zoned.Content, wantRoutes: fmt.Sprintf(zoneRoutes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE is not set (zones a, b): " + warning},
+		{name: "a local zone the pool does not have", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=c"}, content: zoned.Content, wantRoutes: fmt.Sprintf(zoneRoutes, ""), wantSaid: "MEMCACHED_PROXY_LOCAL_ZONE=c is no zone of the pool (zones a, b): " + warning},
+		{name: "one zone is still zones", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: oneZone.Content, wantRoutes: fmt.Sprintf(zoneRoutes, ",local_zone=a")},
+		{name: "no zones", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE="}, content: unzoned.Content, wantRoutes: plainRoutes, wantSaid: "pool version 1: 2 slots, 1 down"},
+		{name: "no zones, in a zone's proxy", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: unzoned.Content, wantRoutes: plainRoutes},
+		{name: "no pool yet", env: []string{"MEMCACHED_PROXY_LOCAL_ZONE=a"}, content: []byte("broken\n"), wantRoutes: noPool, wantSaid: "no pool yet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files := writeFiles(t, [][]byte{tt.content})
-			got := runProxyZonesLua(t, append(tt.env, "PARSE_KEEP_STATE=1"), []string{files[0], files[0]})
+			got := runLua(t, append(tt.env, "PARSE_KEEP_STATE=1"), proxyConfig(t), files[0], files[0])
 			for i, g := range got {
 				if g.routes != tt.wantRoutes {
-					t.Errorf("load %d: the zoned configuration routes\n%s\nwant\n%s", i+1, g.routes, tt.wantRoutes)
+					t.Errorf("load %d: proxy.lua routes\n%s\nwant\n%s", i+1, g.routes, tt.wantRoutes)
 				}
 			}
+			if strings.Contains(got[0].said, warning) && !strings.Contains(tt.wantSaid, warning) {
+				t.Errorf("proxy.lua said %q", got[0].said)
+			}
 			if tt.wantSaid == "" {
-				if strings.Contains(got[0].said, warning) {
-					t.Errorf("the zoned configuration said %q", got[0].said)
-				}
 				return
 			}
 			if !strings.Contains(got[0].said, tt.wantSaid) {
@@ -662,6 +548,103 @@ func TestProxyZonesLuaRoutes(t *testing.T) {
 			}
 			if strings.Contains(got[1].said, tt.wantSaid) {
 				t.Errorf("the reload said %q again", got[1].said)
+			}
+		})
+	}
+}
+
+// TestProxyLuaRoutesFollowThePoolFile reloads one proxy over the pool
+// files of a Memcached that turns zones on and off: the routes follow the
+// file, and a bad file keeps the routes and the pool of the last good one.
+func TestProxyLuaRoutesFollowThePoolFile(t *testing.T) {
+	unzoned, _ := contract.RenderPool(plain(table(1, "S:10.0.0.1", "S:10.0.0.2")))
+	zoned, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(2, "S:10.0.1.1")), zone("b", table(2, "S:10.0.2.1"))})
+	steps := []struct {
+		name     string
+		content  []byte
+		wantPool string // "" for refused
+		wantZone bool   // routes over the zones' pool set
+	}{
+		{name: "without zones", content: unzoned.Content, wantPool: "ok [] 10.0.0.1|11211|10.0.0.1:11211|false 10.0.0.2|11211|10.0.0.2:11211|false"},
+		{name: "zones on", content: zoned.Content, wantPool: "ok [a] 10.0.1.1|11211|10.0.1.1:11211|false [b] 10.0.2.1|11211|10.0.2.1:11211|false", wantZone: true},
+		{name: "a bad file", content: []byte("version 3\n10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n"), wantZone: true},
+		{name: "zones off", content: unzoned.Content, wantPool: "ok [] 10.0.0.1|11211|10.0.0.1:11211|false 10.0.0.2|11211|10.0.0.2:11211|false"},
+		{name: "another bad file", content: []byte("version 4\nzone a\nend 0\n")},
+	}
+	contents := make([][]byte, len(steps))
+	for i, s := range steps {
+		contents[i] = s.content
+	}
+	got := runLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a", "PARSE_KEEP_STATE=1"}, append([]string{proxyConfig(t)}, writeFiles(t, contents)...)...)
+	for i, s := range steps {
+		g := got[i]
+		switch {
+		case s.wantPool == "" && !strings.HasPrefix(g.pool, "refused "):
+			t.Errorf("%s: proxy.lua took the pool: %s", s.name, g.pool)
+		case s.wantPool != "" && g.pool != s.wantPool:
+			t.Errorf("%s: proxy.lua made of the pool\n%s\nwant\n%s", s.name, g.pool, s.wantPool)
+		}
+		if zoneRoutes := strings.Contains(g.routes, "set_main"); zoneRoutes != s.wantZone {
+			t.Errorf("%s: proxy.lua routes %s; want routes over the zones = %t", s.name, g.routes, s.wantZone)
+		}
+		if s.wantPool == "" && !strings.Contains(g.said, "keeping pool version") {
+			t.Errorf("%s: proxy.lua said %q, want it to keep its pool", s.name, g.said)
+		}
+	}
+}
+
+// TestProxyLuaAfterAnUpgrade runs, in one proxy's VM, the configuration
+// an earlier operator shipped (previousPlainConfig, previousZonesConfig)
+// on pools RenderPool writes now, then proxy.lua on the same pools, as an
+// operator upgrade does: the new ConfigMap reaches the running proxy's
+// volume, and its next reload (the earlier configuration's poll, on a new
+// pool) loads proxy.lua. The earlier configuration takes what the writer
+// writes now; proxy.lua, in the VM the earlier one ran in, takes the same
+// pools and gives routelib the same pools and routes. Back again (the
+// operator rolled back), the earlier configuration takes them still.
+//
+// proxy.lua keeps its state apart from the earlier configurations', so
+// it does not carry their pool over: its first load in their VM reads the
+// file. That load comes from the earlier configuration's poll, on a valid
+// pool the agent wrote (it never writes a bad one); were the file bad by
+// then, proxy.lua must refuse it, not raise (memcached would exit), and
+// take the next good one.
+func TestProxyLuaAfterAnUpgrade(t *testing.T) {
+	p1, _ := contract.RenderPool(plain(table(1, "S:10.0.0.1", "N:10.0.0.2")))
+	p2, _ := contract.RenderPool(plain(table(2, "S:10.0.0.1", "S:10.0.0.2", "S:10.0.0.3")))
+	z1, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(1, "S:10.0.1.1")), zone("b", table(1, "E"))})
+	z2, _ := contract.RenderPool([]v1alpha1.ZoneStatus{zone("a", table(2, "S:10.0.1.1", "S:10.0.1.2")), zone("b", table(2, "S:10.0.2.1", "S:10.0.2.2"))})
+	for _, tt := range []struct {
+		name     string
+		previous string
+		pools    [2]*contract.Pool
+	}{
+		{name: "without zones", previous: previousPlainConfig, pools: [2]*contract.Pool{p1, p2}},
+		{name: "with zones", previous: previousZonesConfig, pools: [2]*contract.Pool{z1, z2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			files := writeFiles(t, [][]byte{tt.pools[0].Content, tt.pools[1].Content})
+			config := proxyConfig(t)
+			// earlier: 1, 2; proxy.lua: 2, 1, 2; earlier again: 1.
+			got := runLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a", "PARSE_KEEP_STATE=1"},
+				tt.previous, files[0], files[1], config, files[1], files[0], files[1], tt.previous, files[0])
+			for i, g := range got {
+				if !strings.HasPrefix(g.pool, "ok ") {
+					t.Errorf("load %d: refused: %s", i+1, g.pool)
+				}
+			}
+			same := [][2]int{{1, 2}, {0, 3}, {1, 4}, {0, 5}}
+			for _, s := range same {
+				a, b := got[s[0]], got[s[1]]
+				if a.pool != b.pool || a.routes != b.routes {
+					t.Errorf("load %d and load %d of the same pool differ:\n%s\n%s\n%s\n%s", s[0]+1, s[1]+1, a.pool, a.routes, b.pool, b.routes)
+				}
+			}
+
+			bad := writeFiles(t, [][]byte{[]byte("version 3\n10.0.0.1:11211\nzone a\n10.0.0.2:11211\nend 2\n")})[0]
+			got = runLua(t, []string{"MEMCACHED_PROXY_LOCAL_ZONE=a", "PARSE_KEEP_STATE=1"}, tt.previous, files[0], config, bad, files[1])
+			if !strings.HasPrefix(got[1].pool, "refused ") || !strings.HasPrefix(got[2].pool, "ok ") {
+				t.Errorf("proxy.lua, after the earlier configuration, on a bad file then a good one: %s, then %s; want it refused, then taken", got[1].pool, got[2].pool)
 			}
 		})
 	}

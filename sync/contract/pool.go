@@ -10,7 +10,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// The pool file is the slot table as memcached's proxy routes by it: the
+// The pool file is the slot tables as memcached's proxy routes by them: the
 // agent beside each proxy writes it (RenderPool), and the proxy's route
 // configuration (sync/memcached/proxy.lua, the ConfigMap NAME-proxy) reads
 // it once a second and reloads when it changes. ParsePool reads it by
@@ -18,8 +18,15 @@ import (
 // Lua, on every kind of pool RenderPool writes, and on broken ones, to
 // hold the two readers equal.
 //
-// The file's line order is the distribution: the proxy hashes a key with
-// XXH3 and picks a backend by jump hash over the lines, in order
+// The file is a pool set, a pool a zone: each zone's slot table under a
+// "zone NAME" line. A Memcached without zones is the one zone "", which has
+// no zone line, so that its file is what it was before zones. The file
+// says which: proxy.lua routes every command to the one pool of the zone
+// "", and with zones reads to the proxy's own zone and writes to every
+// zone.
+//
+// A zone's line order is the distribution: the proxy hashes a key with
+// XXH3 and picks a backend by jump hash over the zone's lines, in order
 // (slots.Place computes the same). So every slot of the table is a line, in
 // slot order, Serving or not: a slot without a Serving Pod keeps its place
 // as a placeholder backend, marked down, that the proxy answers with an
@@ -30,41 +37,32 @@ import (
 // request. proxy.lua refuses a bad file and keeps its last pool, but a
 // refused file is a pool that did not follow the table. So RenderPool
 // never renders a file proxy.lua would refuse, nor an empty pool.
-//
-// With zones (spec.zones) the file holds every zone's table, each under a
-// "zone NAME" line (RenderZonePool), and the proxies read it with another
-// configuration (memcached.ProxyZonesConfig, rendered from the same
-// template as proxy.lua), which ParseZonePool mirrors as ParsePool mirrors
-// proxy.lua.
 
 // PoolPlaceholder is the address of a slot with no Serving Pod: a valid
 // address nothing listens on. Its label, DownLabel, makes the proxy treat
 // it as a backend that is down.
 const PoolPlaceholder = "127.0.0.1:1"
 
-// DownLabel is the label of slot's placeholder. proxy.lua takes a label
-// that starts with _down_ as a backend that is down; the slot number keeps
-// the labels apart, as proxy.lua requires.
+// DownLabel is the label of slot's placeholder without zones. proxy.lua
+// takes a label that starts with _down_ as a backend that is down; the
+// slot number keeps the labels apart, as proxy.lua requires.
 func DownLabel(slot int) string { return downPrefix + strconv.Itoa(slot) }
 
 const downPrefix = "_down_"
 
 // ZoneDownLabel is the label of a zone's slot's placeholder: with zones
 // the file holds a table a zone, and the zone keeps its labels apart from
-// the other zones' (proxy-zones.lua requires every label once in the file).
+// the other zones' (proxy.lua requires every label once in the file).
 // v1alpha1.MaxZoneNameLen keeps it within the 64 characters a label may
 // have.
 func ZoneDownLabel(zone string, slot int) string {
 	return downPrefix + zone + "_" + strconv.Itoa(slot)
 }
 
-// MaxPoolBytes is the largest pool file proxy.lua reads (its MAX_BYTES).
-const MaxPoolBytes = 256 * 1024
-
-// MaxZonePoolBytes is the largest pool file the zoned configuration reads
-// (its MAX_BYTES): v1alpha1.MaxZones zones of MaxSlots placeholders with
-// names of v1alpha1.MaxZoneNameLen take half of it.
-const MaxZonePoolBytes = 1024 * 1024
+// MaxPoolBytes is the largest pool file proxy.lua reads (its MAX_BYTES):
+// v1alpha1.MaxZones zones of MaxSlots placeholders with names of
+// v1alpha1.MaxZoneNameLen take half of it.
+const MaxPoolBytes = 1024 * 1024
 
 // Reasons RenderPool refuses a slot table, as metrics label them.
 const (
@@ -77,9 +75,9 @@ const (
 	BadAddress = "bad_address"
 	// BadVersion: the version is negative.
 	BadVersion = "bad_version"
-	// BadZone: with zones, no zone, a zone's name that is not a DNS label
-	// of at most v1alpha1.MaxZoneNameLen characters, or a zone listed
-	// twice.
+	// BadZone: no zone, more than v1alpha1.MaxZones, a zone's name that
+	// is not a DNS label of at most v1alpha1.MaxZoneNameLen characters, a
+	// zone listed twice, or the zone "" beside another.
 	BadZone = "bad_zone"
 )
 
@@ -104,8 +102,8 @@ type Pool struct {
 	// Slots is how many slot lines the file has (at least one); Down, how
 	// many of them are placeholders.
 	Slots, Down int
-	// Zones are the zones' sections, in file order (RenderZonePool); nil
-	// without zones.
+	// Zones are the zones' sections, in file order: without zones, the
+	// one zone "".
 	Zones []ZonePool
 }
 
@@ -117,74 +115,62 @@ type ZonePool struct {
 	Slots, Down int
 }
 
-// RenderPool returns the pool file for a slot table:
+// PoolZones is the pool set of a Memcached's status: status.zones, or
+// without zones the one zone "" of status.slotTable. The status has the
+// one or the other, never both.
+func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
+	if len(st.Zones) > 0 {
+		return st.Zones
+	}
+	return []v1alpha1.ZoneStatus{{SlotTable: st.SlotTable}}
+}
+
+// RenderPool returns the pool file of a pool set (PoolZones): each zone's
+// slot table under a zone line, in the order of zones (the status's, that
+// of spec.zones.names), as proxy.lua reads it:
 //
-//	version 1767225600        the table's version (informational)
+//	version 1767225600        the highest of the zones' table versions (informational)
+//	zone a                    zone a's slot lines follow
 //	10.244.1.7:11211          a Serving slot: its Pod's address, no label
-//	127.0.0.1:1 _down_1       any other slot: a placeholder that is down
+//	127.0.0.1:1 _down_a_1     any other slot: a placeholder that is down, its
+//	                          label naming the zone, so that no two are alike
+//	zone b
 //	[fd00::7]:11211           IPv6 in brackets
-//	end 3                     the number of slot lines: a truncated file lacks it
+//	127.0.0.1:1 _down_b_1
+//	end 4                     the number of slot lines, every zone's: a
+//	                          truncated file lacks it
+//
+// A Memcached without zones is the one zone "", whose slot lines are the
+// file's, with no zone line, and whose placeholders are labelled _down_1
+// (DownLabel):
+//
+//	version 1767225600
+//	10.244.1.7:11211
+//	127.0.0.1:1 _down_1
+//	end 2
 //
 // A Serving slot has no label so that its label is its address: the proxy
 // keeps a backend's connections across a reload when its label and address
 // are the same, so a Pod that moves to another slot keeps its connections.
-// A table with no slot is one placeholder (_down_0): a pool with no backend
-// would crash the proxy.
+// A zone whose table has no slot is one placeholder (_down_0, _down_a_0):
+// a pool with no backend would crash the proxy.
 //
-// It refuses, with a *PoolError, a table proxy.lua would refuse or that the
-// hook never writes: entries that are not slots 0..n-1 in order
-// (CheckOrder: the line is the slot, and a table listed out of order would
-// send keys to the wrong Pods), more than MaxSlots slots, a Serving slot's
-// ip that is not an IP address (or has a zone) or that another Serving
-// slot has too, a negative version. A Serving slot with no ip is not
-// served (as slots.Served has it) and gets a placeholder.
-func RenderPool(table v1alpha1.SlotTable) (*Pool, error) {
-	if table.Version < 0 {
-		return nil, refuse(BadVersion, "status.slotTable.version is %d, negative", table.Version)
-	}
-	p := &Pool{Version: table.Version}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "version %d\n", table.Version)
-	slots, down, err := renderSlots(&b, "", table, map[netip.Addr]servedAt{})
-	if err != nil {
-		return nil, err
-	}
-	p.Slots, p.Down = slots, down
-	fmt.Fprintf(&b, "end %d\n", p.Slots)
-	p.Content = b.Bytes()
-	return p, nil
-}
-
-// RenderZonePool returns the pool file of a Memcached with zones: each
-// zone's slot table under a zone line, in the order of zones (the
-// status's, that of spec.zones.names), as the zoned route configuration
-// (memcached.ProxyZonesConfig) reads it:
-//
-//	version 1767225600        the highest of the zones' table versions
-//	zone a                    zone a's slot lines follow
-//	10.244.1.7:11211          a Serving slot, as in RenderPool
-//	127.0.0.1:1 _down_a_1     any other slot: a placeholder, its label
-//	                          naming the zone, so that no two are alike
-//	zone b
-//	10.244.2.7:11211
-//	127.0.0.1:1 _down_b_1
-//	end 4                     the number of slot lines, every zone's
-//
-// Each zone's section is what RenderPool writes of its table, line for
-// line (a pool per zone, the proxy hashing a key over the zone's lines in
-// order), and has at least one line: a zone whose table has no slot gets
-// one placeholder, as a pool with no backend would crash the proxy.
-//
-// It refuses, with a *PoolError, what RenderPool refuses of any zone's
-// table; no zone (BadZone: the file would have no pool, never rendered);
-// more than v1alpha1.MaxZones zones, a zone's name that is not a DNS label
-// of at most v1alpha1.MaxZoneNameLen characters, or a zone listed twice
-// (BadZone); an address Serving in two zones (BadAddress: a Pod is in one
-// zone, and the proxy takes an address once). Those bounds keep the file
-// within MaxZonePoolBytes.
-func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
+// It refuses, with a *PoolError, a pool set proxy.lua would refuse or that
+// the hook never writes: entries of a table that are not slots 0..n-1 in
+// order (BadSlots, CheckOrder: the line is the slot, and a table listed
+// out of order would send keys to the wrong Pods), more than MaxSlots
+// slots in a zone (TooManySlots), a Serving slot's ip that is not an IP
+// address (or has a zone) or that another Serving slot has too, in any
+// zone (BadAddress: a Pod is in one zone, and the proxy takes an address
+// once), a negative version (BadVersion); no zone, more than
+// v1alpha1.MaxZones zones, a zone's name that is not a DNS label of at
+// most v1alpha1.MaxZoneNameLen characters, a zone listed twice, or the
+// zone "" beside another (BadZone). Those bounds keep the file within
+// MaxPoolBytes. A Serving slot with no ip is not served (as slots.Served
+// has it) and gets a placeholder.
+func RenderPool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	if len(zones) == 0 {
-		return nil, refuse(BadZone, "status.zones lists no zone")
+		return nil, refuse(BadZone, "the pool set has no zone")
 	}
 	if len(zones) > v1alpha1.MaxZones {
 		return nil, refuse(BadZone, "status.zones lists %d zones, more than %d", len(zones), v1alpha1.MaxZones)
@@ -192,23 +178,28 @@ func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	p := &Pool{}
 	names := make(map[string]bool, len(zones))
 	for _, z := range zones {
-		if !ZoneNameOK(z.Name) {
+		switch {
+		case z.Name == "" && len(zones) > 1:
+			return nil, refuse(BadZone, "the zone \"\" (a Memcached without zones) is listed beside %d others", len(zones)-1)
+		case z.Name != "" && !ZoneNameOK(z.Name):
 			return nil, refuse(BadZone, "zone %q is not a DNS label of at most %d characters", z.Name, v1alpha1.MaxZoneNameLen)
-		}
-		if names[z.Name] {
+		case names[z.Name]:
 			return nil, refuse(BadZone, "zone %s is listed twice", z.Name)
-		}
-		names[z.Name] = true
-		if z.SlotTable.Version < 0 {
+		case z.SlotTable.Version < 0 && z.Name == "":
+			return nil, refuse(BadVersion, "status.slotTable.version is %d, negative", z.SlotTable.Version)
+		case z.SlotTable.Version < 0:
 			return nil, refuse(BadVersion, "zone %s's slot table version is %d, negative", z.Name, z.SlotTable.Version)
 		}
+		names[z.Name] = true
 		p.Version = max(p.Version, z.SlotTable.Version)
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "version %d\n", p.Version)
 	seen := map[netip.Addr]servedAt{}
 	for _, z := range zones {
-		fmt.Fprintf(&b, "zone %s\n", z.Name)
+		if z.Name != "" {
+			fmt.Fprintf(&b, "zone %s\n", z.Name)
+		}
 		slots, down, err := renderSlots(&b, z.Name, z.SlotTable, seen)
 		if err != nil {
 			return nil, err
@@ -222,8 +213,8 @@ func RenderZonePool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	return p, nil
 }
 
-// ZoneNameOK tells whether a zone's name is one the zoned pool file
-// takes: a DNS label (lower case letters, digits and '-', starting and
+// ZoneNameOK tells whether a zone's name is one a zone line of the pool
+// file takes: a DNS label (lower case letters, digits and '-', starting and
 // ending with a letter or digit) of at most v1alpha1.MaxZoneNameLen
 // characters, as spec.zones.names' rule has it (which also keeps a few
 // names out for the Deployments' sake; the pool file does not need to).
@@ -310,15 +301,14 @@ type Backend struct {
 type ParsedPool struct {
 	// Version is the version line's digits, or "-" without one.
 	Version string
-	// Backends are the slots, in order: with zones, every zone's, in file
-	// order.
+	// Backends are the slots, in order: every zone's, in file order.
 	Backends []Backend
-	// Zones are the zones' pools, in file order (ParseZonePool); nil
-	// without zones.
+	// Zones are the zones' pools, in file order: without zone lines, the
+	// one zone "".
 	Zones []ParsedZone
 }
 
-// ParsedZone is a zone's pool, as the zoned proxy routes by it.
+// ParsedZone is a zone's pool, as the proxy routes by it.
 type ParsedZone struct {
 	Name string
 	// Backends are the zone's slots, in order.
@@ -328,45 +318,29 @@ type ParsedZone struct {
 // ParsePool reads a pool file by proxy.lua's rules, and refuses what it
 // refuses with the reason it logs: a file that is empty or larger than
 // MaxPoolBytes; a last line without a newline; text after the end line; a
-// version line that is not the first; more than MaxSlots slot lines; a
-// slot line that is not IPv4:port or [IPv6]:port (the IPv6 address as hex
-// digits, colons and dots), a port out of 1..65535, a label longer than 64
-// or of other characters than letters, digits, "_.:-", or more than two
-// fields; a label, or the address of a backend that is not down, listed
-// twice; no end line, or one that does not count the slot lines; no slot.
-// Blank lines and lines starting with # are skipped; white space is Lua's.
-func ParsePool(data []byte) (*ParsedPool, error) { return parsePool(data, false) }
-
-// ParseZonePool reads a pool file with zones (RenderZonePool's) by the
-// zoned route configuration's rules (memcached.ProxyZonesConfig): those of
-// ParsePool, where a "zone NAME" line starts a zone's slot lines, and
-// more: a zone's name that is not a DNS label of at most
-// v1alpha1.MaxZoneNameLen characters, or a zone listed twice; a slot line
-// before any zone line; more than MaxSlots slot lines in a zone (no bound
-// on the file's, but its size, MaxZonePoolBytes rather than
-// MaxPoolBytes); a version line after a zone line; a
-// zone with no slot line. Labels and the addresses of backends that are
-// not down are unique in the whole file; the end line counts every zone's
-// slot lines.
-func ParseZonePool(data []byte) (*ParsedPool, error) { return parsePool(data, true) }
-
-func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
-	maxBytes := MaxPoolBytes
-	if zoned {
-		maxBytes = MaxZonePoolBytes
-	}
+// version line that is not the first; a zone line whose name is not a DNS
+// label of at most v1alpha1.MaxZoneNameLen characters, or a zone listed
+// twice, or one after slot lines of no zone (the zone ""); more than
+// MaxSlots slot lines in a zone; a slot line that is not IPv4:port or
+// [IPv6]:port (the IPv6 address as hex digits, colons and dots), a port
+// out of 1..65535, a label longer than 64 or of other characters than
+// letters, digits, "_.:-", or more than two fields; a label, or the
+// address of a backend that is not down, listed twice in the file; no end
+// line, or one that does not count every zone's slot lines; no slot; a
+// zone with no slot. Blank lines and lines starting with # are skipped;
+// white space is Lua's.
+func ParsePool(data []byte) (*ParsedPool, error) {
 	switch {
 	case len(data) == 0:
 		return nil, fmt.Errorf("is empty")
-	case len(data) > maxBytes:
-		return nil, fmt.Errorf("is larger than %d bytes", maxBytes)
+	case len(data) > MaxPoolBytes:
+		return nil, fmt.Errorf("is larger than %d bytes", MaxPoolBytes)
 	case data[len(data)-1] != '\n':
 		return nil, fmt.Errorf("last line has no newline (truncated?)")
 	}
 	p := &ParsedPool{Version: "-"}
 	labels, addrs, zones := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	hasVersion, ended, end := false, false, ""
-	zone := -1 // the zone whose lines these are, in p.Zones
 	lines := strings.Split(string(data[:len(data)-1]), "\n")
 	for i, raw := range lines {
 		n := i + 1
@@ -383,8 +357,11 @@ func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
 			hasVersion, p.Version = true, fields[1]
 		case len(fields) == 2 && fields[0] == "end" && isDigits(fields[1]):
 			ended, end = true, fields[1]
-		case zoned && len(fields) == 2 && fields[0] == "zone":
+		case len(fields) == 2 && fields[0] == "zone":
 			z := fields[1]
+			if zones[""] {
+				return nil, fmt.Errorf("line %d: a zone line after slot lines of no zone", n)
+			}
 			if !ZoneNameOK(z) {
 				return nil, fmt.Errorf("line %d: bad zone name %s", n, z)
 			}
@@ -393,16 +370,18 @@ func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
 			}
 			zones[z] = true
 			p.Zones = append(p.Zones, ParsedZone{Name: z})
-			zone = len(p.Zones) - 1
 		default:
-			if zoned && zone < 0 {
-				return nil, fmt.Errorf("line %d: a slot line before any zone line", n)
+			if len(p.Zones) == 0 {
+				// Slot lines before any zone line: the zone "".
+				zones[""] = true
+				p.Zones = append(p.Zones, ParsedZone{})
 			}
-			if zoned && len(p.Zones[zone].Backends) >= MaxSlots {
-				return nil, fmt.Errorf("zone %s has more than %d slots", p.Zones[zone].Name, MaxSlots)
-			}
-			if !zoned && len(p.Backends) >= MaxSlots {
-				return nil, fmt.Errorf("more than %d slots", MaxSlots)
+			zone := &p.Zones[len(p.Zones)-1]
+			if len(zone.Backends) >= MaxSlots {
+				if zone.Name == "" {
+					return nil, fmt.Errorf("more than %d slots", MaxSlots)
+				}
+				return nil, fmt.Errorf("zone %s has more than %d slots", zone.Name, MaxSlots)
 			}
 			b, err := parseBackend(fields)
 			if err != nil {
@@ -417,9 +396,7 @@ func parsePool(data []byte, zoned bool) (*ParsedPool, error) {
 			}
 			labels[b.Label], addrs[a] = true, true
 			p.Backends = append(p.Backends, b)
-			if zoned {
-				p.Zones[zone].Backends = append(p.Zones[zone].Backends, b)
-			}
+			zone.Backends = append(zone.Backends, b)
 		}
 	}
 	if !ended {

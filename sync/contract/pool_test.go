@@ -3,7 +3,6 @@ package contract_test
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -15,7 +14,9 @@ import (
 // table is testutil.SlotTable.
 var table = testutil.SlotTable
 
-// TestRenderPool checks the bytes of every kind of pool the writer renders.
+// TestRenderPool checks the bytes of every kind of pool the writer renders
+// for a Memcached without zones, the one zone "": no zone line, the file
+// it was before zones.
 func TestRenderPool(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -76,7 +77,7 @@ func TestRenderPool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := contract.RenderPool(tt.table)
+			p, err := contract.RenderPool(plain(tt.table))
 			if err != nil {
 				t.Fatalf("RenderPool() = %v", err)
 			}
@@ -86,11 +87,15 @@ func TestRenderPool(t *testing.T) {
 			if p.Version != tt.table.Version || p.Slots != tt.wantSlots || p.Down != tt.wantDown {
 				t.Errorf("RenderPool() says version %d, %d slots, %d down; want %d, %d, %d", p.Version, p.Slots, p.Down, tt.table.Version, tt.wantSlots, tt.wantDown)
 			}
+			if got, want := fmt.Sprint(p.Zones), fmt.Sprint([]contract.ZonePool{{Slots: tt.wantSlots, Down: tt.wantDown}}); got != want {
+				t.Errorf("RenderPool() says zones %s, want %s", got, want)
+			}
 		})
 	}
 }
 
-// TestRenderPoolRefuses checks every table RenderPool refuses, and the reason.
+// TestRenderPoolRefuses checks every table of a Memcached without zones
+// RenderPool refuses, and the reason.
 func TestRenderPoolRefuses(t *testing.T) {
 	many := make([]string, 1001)
 	for i := range many {
@@ -122,7 +127,7 @@ func TestRenderPoolRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := contract.RenderPool(tt.table)
+			p, err := contract.RenderPool(plain(tt.table))
 			var e *contract.PoolError
 			if !errors.As(err, &e) {
 				t.Fatalf("RenderPool() = %v, %v; want a *PoolError", p, err)
@@ -137,35 +142,10 @@ func TestRenderPoolRefuses(t *testing.T) {
 // TestRenderPoolIsDeterministic renders one table twice.
 func TestRenderPoolIsDeterministic(t *testing.T) {
 	tab := table(3, "S:10.0.0.1", "N:10.0.0.2", "S:fd00::3")
-	a, _ := contract.RenderPool(tab)
-	b, _ := contract.RenderPool(tab)
+	a, _ := contract.RenderPool(plain(tab))
+	b, _ := contract.RenderPool(plain(tab))
 	if string(a.Content) != string(b.Content) {
 		t.Errorf("two renders differ:\n%s\n%s", a.Content, b.Content)
-	}
-}
-
-// TestParsePoolTakesWhatRenderPoolWrites checks, without Lua, that
-// ParsePool reads every kind of pool RenderPool writes as the table says
-// (TestParsePoolReadsAsProxyLua holds ParsePool to proxy.lua).
-func TestParsePoolTakesWhatRenderPoolWrites(t *testing.T) {
-	r := rand.New(rand.NewPCG(26, 1))
-	tables := []v1alpha1.SlotTable{
-		{},
-		table(1, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:fd00::5", "S:"),
-		table(2, make([]string, contract.MaxSlots)...),
-		randomTable(r, contract.MaxSlots),
-	}
-	for range 100 {
-		tables = append(tables, randomTable(r, r.IntN(40)))
-	}
-	for i, tab := range tables {
-		p, err := contract.RenderPool(tab)
-		if err != nil {
-			t.Fatalf("table %d: RenderPool() = %v", i, err)
-		}
-		if got, want := parseAnswer(p.Content), wantBackends(tab); got != want {
-			t.Errorf("table %d: ParsePool made of the pool\n%s\nwant\n%s", i, got, want)
-		}
 	}
 }
 
@@ -174,9 +154,9 @@ func zone(name string, tab v1alpha1.SlotTable) v1alpha1.ZoneStatus {
 	return v1alpha1.ZoneStatus{Name: name, SlotTable: tab}
 }
 
-// TestRenderZonePool checks the bytes of every kind of zoned pool the
-// writer renders, and what it says of them.
-func TestRenderZonePool(t *testing.T) {
+// TestRenderPoolWithZones checks the bytes of every kind of pool the
+// writer renders for a Memcached with zones, and what it says of them.
+func TestRenderPoolWithZones(t *testing.T) {
 	tests := []struct {
 		name      string
 		zones     []v1alpha1.ZoneStatus
@@ -237,30 +217,30 @@ func TestRenderZonePool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := contract.RenderZonePool(tt.zones)
+			p, err := contract.RenderPool(tt.zones)
 			if err != nil {
-				t.Fatalf("RenderZonePool() = %v", err)
+				t.Fatalf("RenderPool() = %v", err)
 			}
 			if got := string(p.Content); got != tt.want {
-				t.Errorf("RenderZonePool() =\n%s\nwant\n%s", got, tt.want)
+				t.Errorf("RenderPool() =\n%s\nwant\n%s", got, tt.want)
 			}
 			if got, want := fmt.Sprint(p.Zones), fmt.Sprint(tt.wantZones); got != want {
-				t.Errorf("RenderZonePool() says zones %s, want %s", got, want)
+				t.Errorf("RenderPool() says zones %s, want %s", got, want)
 			}
 			slots, down := 0, 0
 			for _, z := range tt.wantZones {
 				slots, down = slots+z.Slots, down+z.Down
 			}
 			if p.Slots != slots || p.Down != down {
-				t.Errorf("RenderZonePool() says %d slots, %d down; want %d, %d", p.Slots, p.Down, slots, down)
+				t.Errorf("RenderPool() says %d slots, %d down; want %d, %d", p.Slots, p.Down, slots, down)
 			}
 		})
 	}
 }
 
-// TestRenderZonePoolRefuses checks every set of zones RenderZonePool
-// refuses, and the reason.
-func TestRenderZonePoolRefuses(t *testing.T) {
+// TestRenderPoolRefusesZones checks every set of zones RenderPool refuses,
+// and the reason.
+func TestRenderPoolRefusesZones(t *testing.T) {
 	ok := table(5, "S:10.0.0.1")
 	outOfOrder := table(5, "S:10.0.1.1", "S:10.0.1.2")
 	outOfOrder.Slots[0].Slot, outOfOrder.Slots[1].Slot = 1, 0
@@ -275,7 +255,8 @@ func TestRenderZonePoolRefuses(t *testing.T) {
 		wantMsg    string
 	}{
 		{name: "no zone", zones: nil, wantReason: contract.BadZone, wantMsg: "no zone"},
-		{name: "a zone with no name", zones: []v1alpha1.ZoneStatus{zone("", ok)}, wantReason: contract.BadZone, wantMsg: `""`},
+		{name: "the zone of no name beside another", zones: []v1alpha1.ZoneStatus{zone("", ok), zone("a", table(5, "S:10.0.0.2"))}, wantReason: contract.BadZone, wantMsg: `""`},
+		{name: "a zone beside the zone of no name", zones: []v1alpha1.ZoneStatus{zone("a", ok), zone("", table(5, "S:10.0.0.2"))}, wantReason: contract.BadZone, wantMsg: `""`},
 		{name: "a zone in upper case", zones: []v1alpha1.ZoneStatus{zone("A", ok)}, wantReason: contract.BadZone, wantMsg: `"A"`},
 		{name: "a zone with an underscore", zones: []v1alpha1.ZoneStatus{zone("a_b", ok)}, wantReason: contract.BadZone, wantMsg: `"a_b"`},
 		{name: "a zone ending in -", zones: []v1alpha1.ZoneStatus{zone("a-", ok)}, wantReason: contract.BadZone, wantMsg: `"a-"`},
@@ -290,43 +271,52 @@ func TestRenderZonePoolRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := contract.RenderZonePool(tt.zones)
+			p, err := contract.RenderPool(tt.zones)
 			var e *contract.PoolError
 			if !errors.As(err, &e) {
-				t.Fatalf("RenderZonePool() = %v, %v; want a *PoolError", p, err)
+				t.Fatalf("RenderPool() = %v, %v; want a *PoolError", p, err)
 			}
 			if e.Reason != tt.wantReason || !strings.Contains(e.Msg, tt.wantMsg) {
-				t.Errorf("RenderZonePool() refused with %s: %q; want %s naming %q", e.Reason, e.Msg, tt.wantReason, tt.wantMsg)
+				t.Errorf("RenderPool() refused with %s: %q; want %s naming %q", e.Reason, e.Msg, tt.wantReason, tt.wantMsg)
 			}
 		})
 	}
 }
 
-// TestParseZonePoolTakesWhatRenderZonePoolWrites checks, without Lua, that
-// ParseZonePool reads every kind of pool RenderZonePool writes as the
-// zones' tables say, and that ParsePool, proxy.lua's reader, refuses it
-// (a proxy without zones keeps its pool rather than take one zone's slots
-// for the cache's).
-func TestParseZonePoolTakesWhatRenderZonePoolWrites(t *testing.T) {
-	r := rand.New(rand.NewPCG(34, 1))
-	sets := [][]v1alpha1.ZoneStatus{
-		{zone("a", v1alpha1.SlotTable{})},
-		{zone("a", table(1, "S:10.0.0.1", "N:10.0.0.2", "E")), zone("b", table(2, "S:fd00::5", "S:"))},
-		{zone("a", table(2, make([]string, contract.MaxSlots)...)), zone("b", table(2, make([]string, contract.MaxSlots)...))},
-	}
-	for range 100 {
-		sets = append(sets, randomZones(r, 1+r.IntN(8), r.IntN(40)))
-	}
-	for i, zones := range sets {
-		p, err := contract.RenderZonePool(zones)
+// TestParsePoolTakesWhatRenderPoolWrites checks, without Lua, that
+// ParsePool reads every kind of pool RenderPool writes (everyPool) as its
+// tables say (TestParsePoolReadsAsProxyLua holds ParsePool to proxy.lua).
+func TestParsePoolTakesWhatRenderPoolWrites(t *testing.T) {
+	for _, n := range everyPool() {
+		p, err := contract.RenderPool(n.zones)
 		if err != nil {
-			t.Fatalf("set %d: RenderZonePool() = %v", i, err)
+			t.Fatalf("%s: RenderPool() = %v", n.name, err)
 		}
-		if got, want := parseZoneAnswer(p.Content), wantZoneBackends(zones); got != want {
-			t.Errorf("set %d: ParseZonePool made of the pool\n%s\nwant\n%s", i, got, want)
+		if got, want := parseAnswer(p.Content), wantPool(n.zones); got != want {
+			t.Errorf("%s: ParsePool made of the pool\n%s\nwant\n%s", n.name, got, want)
 		}
-		if _, err := contract.ParsePool(p.Content); err == nil {
-			t.Errorf("set %d: ParsePool took a pool with zones", i)
-		}
+	}
+}
+
+// TestPoolZones checks the pool set of a status: its zones, or without
+// zones the one zone "" of its slot table.
+func TestPoolZones(t *testing.T) {
+	tab := table(3, "S:10.0.0.1")
+	zones := []v1alpha1.ZoneStatus{zone("a", table(4, "S:10.0.1.1")), zone("b", table(5, "E"))}
+	tests := []struct {
+		name   string
+		status v1alpha1.MemcachedStatus
+		want   []v1alpha1.ZoneStatus
+	}{
+		{name: "no status yet", status: v1alpha1.MemcachedStatus{}, want: []v1alpha1.ZoneStatus{{}}},
+		{name: "a slot table", status: v1alpha1.MemcachedStatus{SlotTable: tab}, want: []v1alpha1.ZoneStatus{{SlotTable: tab}}},
+		{name: "zones", status: v1alpha1.MemcachedStatus{Zones: zones}, want: zones},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := contract.PoolZones(&tt.status); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("PoolZones() = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

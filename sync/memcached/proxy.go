@@ -17,15 +17,23 @@ import (
 )
 
 // ProxyConfig is the proxy's route configuration (proxy.lua): the same
-// bytes for every Memcached, a ConfigMap NAME-proxy's config.lua. It is
-// static Lua that reads the pool, the slot table as data (one backend a
-// line, in slot order), from the file the agent beside the proxy writes,
-// and reloads it when it changes; it never raises, because in memcached
-// 1.6.45 a configuration that fails makes the proxy exit. Read it before
-// changing it.
+// bytes for every Memcached, with zones or without, a ConfigMap
+// NAME-proxy's config.lua. It is static Lua that reads the pool, the slot
+// tables as data (a pool a zone, one backend a line, in slot order; a
+// Memcached without zones is the one zone "", contract.RenderPool), from
+// the file the agent beside the proxy writes, and reloads it when it
+// changes. The file decides the routes: without zones every command goes
+// to the one pool; with zones reads go to the proxy's own zone
+// (ProxyLocalZoneEnv) and fail over to the others, writes go to every zone.
+// It never raises, because in memcached 1.6.45 a configuration that fails
+// makes the proxy exit. Read it before changing it.
 //
 //go:embed proxy.lua
 var ProxyConfig string
+
+// ProxyLocalZoneEnv names, in the proxy container's environment, the zone
+// the proxy runs in: its reads go there first.
+const ProxyLocalZoneEnv = "MEMCACHED_PROXY_LOCAL_ZONE"
 
 // The proxy tier's files, ports and names.
 const (
@@ -139,7 +147,6 @@ func (proxy) children(d *desire) []any {
 			Name: "memcached", Port: Port, TargetPort: intstr.FromString("memcached"), Protocol: corev1.ProtocolTCP,
 		}},
 	}
-	config := ProxyConfig
 	if zoned(d.s) {
 		// One address for every zone, whose endpoints in the client's
 		// own zone it prefers (Kubernetes 1.31 and later, or 1.30 with
@@ -147,7 +154,6 @@ func (proxy) children(d *desire) []any {
 		// without it drops the field, and clients then reach every
 		// zone's proxies alike).
 		service.TrafficDistribution = ptr(corev1.ServiceTrafficDistributionPreferClose)
-		config = ProxyZonesConfig
 	}
 	var deployments, budgets []any
 	for _, c := range d.cells {
@@ -161,7 +167,7 @@ func (proxy) children(d *desire) []any {
 		corev1.ConfigMap{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 			ObjectMeta: meta,
-			Data:       map[string]string{"config.lua": config},
+			Data:       map[string]string{"config.lua": ProxyConfig},
 		},
 	}
 	children = append(children, deployments...)
@@ -222,11 +228,7 @@ func proxyDeployment(d *desire, zone string) any {
 		threads = *ps.Threads
 	}
 	meta := proxyMeta(p)
-	config := ProxyConfig
-	if zoned(s) {
-		config = ProxyZonesConfig
-	}
-	sum := sha256.Sum256([]byte(config))
+	sum := sha256.Sum256([]byte(ProxyConfig))
 	proxyResources := mergeResources(corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},

@@ -173,8 +173,8 @@ func TestZonesChildren(t *testing.T) {
 			var cm corev1.ConfigMap
 			c, _ = findChildNamed(a, "ConfigMap", testName+"-proxy")
 			a.decodeChild(t, c, &cm)
-			if cm.Data["config.lua"] != memcached.ProxyZonesConfig {
-				t.Errorf("the proxy's route configuration is not the zones' one")
+			if cm.Data["config.lua"] != memcached.ProxyConfig {
+				t.Errorf("the proxy's route configuration is not proxy.lua, which reads the zones from the pool file")
 			}
 		})
 	}

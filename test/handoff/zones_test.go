@@ -52,7 +52,7 @@ func newZoneCluster(t *testing.T, name, spec string, zones []string, size int, p
 		}
 	}
 	st := k.publish()
-	pool, err := contract.RenderZonePool(st.Zones)
+	pool, err := contract.RenderPool(st.Zones)
 	if err != nil {
 		t.Fatalf("the hook's status.zones renders no pool: %v", err)
 	}
@@ -173,7 +173,7 @@ func TestZoneRefill(t *testing.T) {
 	if got := zoneSlot(t, st, "a", slot); got.State == v1alpha1.SlotServing {
 		t.Fatalf("zone a's slot %d still serves after its Pod was lost: %+v", slot, got)
 	}
-	pool, err := contract.RenderZonePool(st.Zones)
+	pool, err := contract.RenderPool(st.Zones)
 	if err != nil {
 		t.Fatal(err)
 	}

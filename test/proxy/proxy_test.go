@@ -17,8 +17,8 @@
 // deterministic for the fixed keys: printed and asserted exactly. Times are
 // printed as benchmark lines, never asserted.
 //
-// With zones (zones_test.go), one proxy a zone runs the zoned configuration
-// over three zones of two memcached: its reads stay in its zone, its
+// With zones (zones_test.go), one proxy a zone reads a pool of three zones
+// of two memcached: its reads stay in its zone, its
 // writes reach every zone, and it goes on reading from the other zones
 // when its own is lost. zones_hook_test.go runs the same through the
 // hook's answers (each zone's proxy, its agent and the pool from the

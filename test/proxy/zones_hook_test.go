@@ -85,8 +85,8 @@ func newHookZones(t *testing.T) *hookZones {
 		if got := setup.Env[memcached.ProxyLocalZoneEnv]; got != z {
 			t.Fatalf("the hook's proxy Deployment cache-proxy-%s sets %s=%q, want %q", z, memcached.ProxyLocalZoneEnv, got, z)
 		}
-		if setup.Config != memcached.ProxyZonesConfig {
-			t.Fatalf("the hook's ConfigMap cache-proxy does not hold the zoned route configuration")
+		if setup.Config != memcached.ProxyConfig {
+			t.Fatalf("the hook's ConfigMap cache-proxy does not hold the route configuration proxy.lua")
 		}
 		p := dataplane.StartProxy(t, hookZoneIP(t), setup)
 		dataplane.StartAgent(t, append(p.AgentArgs(), "--namespace=shop", "--from-file="+f.file, "--shutdown-delay=0s")...)
@@ -117,7 +117,7 @@ func (f *hookZones) publish() *contract.Pool {
 		f.t.Fatalf("the hook answered %d zones in the status, want %d: %+v", len(st.Zones), len(f.zones), st.Zones)
 	}
 	f.c.WriteFile(f.t, f.file)
-	pool, err := contract.RenderZonePool(st.Zones)
+	pool, err := contract.RenderPool(st.Zones)
 	if err != nil {
 		f.t.Fatalf("the hook's status.zones renders no pool: %v", err)
 	}

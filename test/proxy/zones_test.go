@@ -31,9 +31,9 @@ func zoneIP(n int) string { return testutil.Loopback("test/proxy zones").IP(n) }
 const zoneKeys = 1000
 
 // zonesFixture is three zones of two memcached each, a proxy a zone
-// running the zoned configuration, and one proxy over all six Pods
-// running the configuration without zones (the single tier, to compare
-// with).
+// reading a pool with zones, and one proxy over all six Pods reading a
+// pool without zones (the single tier, to compare with), all running
+// proxy.lua.
 type zonesFixture struct {
 	zones   []string
 	pods    map[string][]*dataplane.Memcached // by zone, in slot order
@@ -55,11 +55,11 @@ func hookProxySetup(t *testing.T) dataplane.ProxySetup {
 	return c.ProxySetup(t)
 }
 
-// startProxyWithPool starts a proxy of setup with config, in zone (none:
-// ""), gives it pool, and waits until it says it took it (want).
-func startProxyWithPool(t *testing.T, setup dataplane.ProxySetup, ip, zone, config string, pool []byte, want string) *dataplane.Proxy {
+// startProxyWithPool starts a proxy of setup (the hook's route
+// configuration, proxy.lua), in zone (none: ""), gives it pool, and waits
+// until it says it took it (want).
+func startProxyWithPool(t *testing.T, setup dataplane.ProxySetup, ip, zone string, pool []byte, want string) *dataplane.Proxy {
 	t.Helper()
-	setup.Config = config
 	setup.Env = maps.Clone(setup.Env)
 	if zone != "" {
 		setup.Env[memcached.ProxyLocalZoneEnv] = zone
@@ -107,19 +107,19 @@ func newZonesFixture(t *testing.T) *zonesFixture {
 		all = append(all, states...)
 	}
 	f.statuses = statuses
-	zoned, err := contract.RenderZonePool(statuses)
+	zoned, err := contract.RenderPool(statuses)
 	if err != nil {
 		t.Fatal(err)
 	}
-	single, err := contract.RenderPool(testutil.SlotTable(1767225600, all...))
+	single, err := contract.RenderPool([]v1alpha1.ZoneStatus{{SlotTable: testutil.SlotTable(1767225600, all...)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	setup := hookProxySetup(t)
 	for i, z := range f.zones {
-		f.proxies[z] = startProxyWithPool(t, setup, zoneIP(101+i), z, memcached.ProxyZonesConfig, zoned.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
+		f.proxies[z] = startProxyWithPool(t, setup, zoneIP(101+i), z, zoned.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
 	}
-	f.single = startProxyWithPool(t, setup, zoneIP(110), "", memcached.ProxyConfig, single.Content, "pool version 1767225600: 6 slots, 0 down")
+	f.single = startProxyWithPool(t, setup, zoneIP(110), "", single.Content, "pool version 1767225600: 6 slots, 0 down")
 	for i := range zoneKeys {
 		f.keys = append(f.keys, fmt.Sprintf("zone-key-%d", i))
 	}
@@ -280,16 +280,17 @@ func (f *zonesFixture) waitZones(t *testing.T, step, key, want string) {
 	}
 }
 
-// TestZonesProxy runs the zoned route configuration (ProxyZonesConfig) in
-// memcached 1.6.45, one proxy a zone over three zones of two memcached,
-// with the pool RenderZonePool writes, and proves what its header says:
+// TestZonesProxy runs the route configuration (proxy.lua) in memcached
+// 1.6.45 over a pool with zones, one proxy a zone over three zones of two
+// memcached, with the pool RenderPool writes, and proves what its header
+// says of zones:
 // reads stay in the proxy's zone; writes, deletes and arithmetic reach
 // every zone; gat touches every zone; cas is refused and changes nothing;
 // with the proxy's own zone lost, reads go on from the others and a write
 // is still answered STORED; a new pool is taken by a reload, a bad one
 // refused while the proxy runs on. It prints the share of reads that cross zones,
-// for the zone's proxy and for one proxy over all six Pods (the
-// configuration without zones), and what the zoned proxy costs in latency
+// for the zone's proxy and for one proxy over all six Pods (a pool
+// without zones), and what the zoned proxy costs in latency
 // beside that single tier, as benchmark lines.
 func TestZonesProxy(t *testing.T) {
 	f := newZonesFixture(t)
@@ -431,7 +432,7 @@ func TestZonesProxy(t *testing.T) {
 		reloads := p.Stats(t)["proxy_config_reloads"]
 		statuses := slices.Clone(f.statuses)
 		statuses[2].SlotTable = testutil.SlotTable(1767225700, "S:"+zoneIP(5), "N:"+zoneIP(6))
-		pool, err := contract.RenderZonePool(statuses)
+		pool, err := contract.RenderPool(statuses)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,13 +455,13 @@ func TestZonesProxy(t *testing.T) {
 			t.Errorf("zone c's proxy with its slot 1 down hit %d of %d keys, asking that slot's Pod %d; want every key, from another zone for that slot's", hits, len(f.keys), asked)
 		}
 
-		plain, _ := contract.RenderPool(testutil.SlotTable(1767225800, "S:"+zoneIP(1)))
-		givePool(t, p, plain.Content, "a slot line before any zone line; keeping pool version 1767225700")
+		bad := []byte("version 1767225800\n" + zoneIP(1) + ":11211\nzone c\n" + zoneIP(5) + ":11211\nend 2\n")
+		givePool(t, p, bad, "a zone line after slot lines of no zone; keeping pool version 1767225700")
 		if err := p.Alive(); err != nil {
-			t.Fatalf("zone c's proxy after a pool without zones: %v", err)
+			t.Fatalf("zone c's proxy after a bad pool: %v", err)
 		}
 
-		pool, _ = contract.RenderZonePool(f.statuses)
+		pool, _ = contract.RenderPool(f.statuses)
 		givePool(t, p, pool.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
 		cross := 0
 		dataplane.WaitFor(5*time.Second, func() bool {

@@ -79,14 +79,14 @@ func (w *Writer) Path() string { return w.path }
 // Current returns what the file holds, or nil before a pool is in it.
 func (w *Writer) Current() *Written { return w.current.Load() }
 
-// Offer writes the pool of m's slot table, or with zones (status.zones)
-// of every zone's, unless the file holds it already. A table that cannot
-// be written is refused: the file keeps the last pool, and the proxy with
-// it.
+// Offer writes the pool of m's slot tables (contract.PoolZones: with
+// zones, status.zones, else the one zone "" of status.slotTable), unless
+// the file holds it already. A table that cannot be written is refused:
+// the file keeps the last pool, and the proxy with it.
 func (w *Writer) Offer(source string, m *v1alpha1.Memcached) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p, err := render(m)
+	p, err := contract.RenderPool(contract.PoolZones(&m.Status))
 	if err != nil {
 		e, ok := errors.AsType[*contract.PoolError](err)
 		if !ok {
@@ -97,16 +97,6 @@ func (w *Writer) Offer(source string, m *v1alpha1.Memcached) {
 	}
 	w.pending = p
 	w.flush()
-}
-
-// render is the pool file of m: with zones every zone's table
-// (contract.RenderZonePool, which the zoned proxies read), else the slot
-// table's. The status has the one or the other, never both.
-func render(m *v1alpha1.Memcached) (*contract.Pool, error) {
-	if len(m.Status.Zones) > 0 {
-		return contract.RenderZonePool(m.Status.Zones)
-	}
-	return contract.RenderPool(m.Status.SlotTable)
 }
 
 // Refuse records that the source could not read the object at all, or

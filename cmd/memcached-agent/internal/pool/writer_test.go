@@ -221,7 +221,7 @@ func TestWriterLogsAProblemOnce(t *testing.T) {
 // same bytes but a mode the proxy cannot read is written again.
 func TestWriterFindsItsPool(t *testing.T) {
 	tab := table(7, "S:10.0.0.1", "S:10.0.0.2")
-	p, _ := contract.RenderPool(tab)
+	p, _ := contract.RenderPool([]v1alpha1.ZoneStatus{{SlotTable: tab}})
 	for _, tt := range []struct {
 		name      string
 		mode      os.FileMode

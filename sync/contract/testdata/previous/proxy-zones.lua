@@ -1,20 +1,12 @@
---@@ plain
--- Route config for memcached's built-in proxy (memcached 1.6.45, routelib).
---@@ zones
 -- Route config for memcached's built-in proxy of a Memcached with zones
 -- (spec.zones; memcached 1.6.45, routelib): the proxies of every zone run
 -- it, each told its own zone by MEMCACHED_PROXY_LOCAL_ZONE.
---@@ end
 --
 -- Run: memcached -l 0.0.0.0 -p 11211 -t 2 \
 --        -o proxy_config=routelib,proxy_arg=/etc/memcached-proxy/config.lua
 --
---@@ plain
--- This file is static: the same bytes for every Memcached. The pool is data
---@@ zones
 -- This file is static: the same bytes for every proxy of every zone (each
 -- told its zone by MEMCACHED_PROXY_LOCAL_ZONE). The pool is data
---@@ end
 -- in a separate file (POOL_FILE below) that the agent sidecar writes
 -- atomically (temp file + rename). Every reload, routelib's
 -- mcp_config_pools() runs this file again (dofile) in the config VM, which
@@ -29,19 +21,6 @@
 -- gets a placeholder pool of one backend marked down (requests to it are
 -- answered "SERVER_ERROR backend failure" at once; nothing connects).
 --
---@@ plain
--- Pool file format, one line per slot, in slot order (that order is the
--- jump hash's bucket order; the file order is the distribution):
---
---   # comments and blank lines are ignored
---   version 1732481234          optional, informational (logged)
---   10.244.1.7:11211            a serving slot; label defaults to host:port
---   127.0.0.1:1 _down_1         a slot with no serving Pod: a label starting
---                               with _down_ makes it a backend that is down
---   [fd00::7]:11211             IPv6 in brackets
---   end 3                       required last line: the number of slot lines
---
---@@ zones
 -- Pool file format: every zone's slots, each zone's under a zone line, one
 -- line per slot, in slot order (that order is the jump hash's bucket order
 -- within the zone; the file order is the distribution):
@@ -101,16 +80,10 @@
 -- route_zfailover (deprecated upstream; it fans out on a local miss unless
 -- miss = false) and route_allasync (not registered in 1.6.45).
 --
---@@ end
 -- The "end N" trailer is what lets this file tell a complete pool from a
 -- truncated one (a writer that does not rename, a full disk): a prefix of a
 -- valid file never ends with the right "end N" line.
 --
---@@ plain
--- A bad file (missing, empty, malformed, truncated, over 1000 slots,
--- duplicate address or label) is refused: the proxy keeps routing by the
--- last good pool and says why on stderr, once per distinct problem.
---@@ zones
 -- A bad file (missing, empty, malformed, truncated, over 1000 slots in a
 -- zone, a zone with no slot, a bad or repeated zone name, a slot before
 -- any zone, duplicate address or label) is refused: the proxy keeps
@@ -119,28 +92,13 @@
 -- without zones refuses this one: a proxy whose configuration and pool
 -- disagree for a while (the ConfigMap and the agent change apart) keeps
 -- its pool.
---@@ end
 
 local POOL_FILE <const> = os.getenv("MEMCACHED_PROXY_POOL_FILE") or "/run/memcached-proxy/pool"
 local MAX_SLOTS <const> = 1000 -- sync/slots.MaxSlots
---@@ plain
-local MAX_BYTES <const> = 256 * 1024
---@@ zones
 local MAX_BYTES <const> = 1024 * 1024 -- contract.MaxZonePoolBytes: 8 zones of 1000 slots fit
---@@ end
---@@ zones
 local LOCAL_ZONE <const> = os.getenv("MEMCACHED_PROXY_LOCAL_ZONE")
---@@ end
 
 -- State that survives reloads (the config VM is never recreated).
---@@ plain
-__mcpool = __mcpool or {
-    good = nil,       -- the last valid pool: { key =, list =, version =, down = }
-    bad_content = nil, -- last content refused, so the cron does not re-parse it
-    said = nil,       -- last problem logged, to log each problem once
-}
-local S <const> = __mcpool
---@@ zones
 -- Not __mcpool: the configuration without zones keeps pools of another
 -- shape there, and the ConfigMap can change under a running proxy.
 __mczones = __mczones or {
@@ -150,7 +108,6 @@ __mczones = __mczones or {
     said_zone = nil,  -- last word on the local zone, to say it once
 }
 local S <const> = __mczones
---@@ end
 
 local function log(msg)
     pcall(function()
@@ -203,7 +160,6 @@ local function valid_ipv6(h)
         and string.find(h, ":", 1, true) ~= nil
 end
 
---@@ zones
 -- valid_zone: a DNS label of at most 40 characters (v1alpha1's
 -- MaxZoneNameLen).
 local function valid_zone(z)
@@ -211,7 +167,6 @@ local function valid_zone(z)
         and string.sub(z, -1) ~= "-"
 end
 
---@@ end
 -- parse_line returns a backend table, or nil and why.
 local function parse_line(line)
     local addr, label, rest = string.match(line, "^(%S+)%s*(%S*)%s*(.-)$")
@@ -246,19 +201,13 @@ local function parse_line(line)
     return b
 end
 
---@@ plain
--- parse returns a pool { key, list, version, down } or nil and why.
---@@ zones
 -- parse returns a pool { key, list, zones, version, down } or nil and why:
 -- zones are { name =, list = } in file order, list every zone's slots.
---@@ end
 -- Never raises (callers still use pcall, for what this cannot foresee).
 local function parse(data)
     local list, labels, addrs = {}, {}, {}
     local version, ended, down = nil, nil, 0
---@@ zones
     local zones, names, zone = {}, {}, nil
---@@ end
     local n = 0
     -- a file not ending in a newline is a truncated one
     if string.sub(data, -1) ~= "\n" then
@@ -274,21 +223,14 @@ local function parse(data)
         else
             local v = string.match(line, "^version%s+(%d+)$")
             local e = string.match(line, "^end%s+(%d+)$")
---@@ zones
             local z = string.match(line, "^zone%s+(%S+)$")
---@@ end
             if v ~= nil then
---@@ plain
-                if version ~= nil or #list > 0 then
---@@ zones
                 if version ~= nil or #list > 0 or #zones > 0 then
---@@ end
                     return nil, "line " .. n .. ": version must come first, once"
                 end
                 version = v
             elseif e ~= nil then
                 ended = tonumber(e)
---@@ zones
             elseif z ~= nil then
                 if not valid_zone(z) then
                     return nil, "line " .. n .. ": bad zone name " .. z
@@ -299,20 +241,13 @@ local function parse(data)
                 names[z] = true
                 zone = { name = z, list = {} }
                 zones[#zones + 1] = zone
---@@ end
             else
---@@ plain
-                if #list >= MAX_SLOTS then
-                    return nil, "more than " .. MAX_SLOTS .. " slots"
-                end
---@@ zones
                 if zone == nil then
                     return nil, "line " .. n .. ": a slot line before any zone line"
                 end
                 if #zone.list >= MAX_SLOTS then
                     return nil, "zone " .. zone.name .. " has more than " .. MAX_SLOTS .. " slots"
                 end
---@@ end
                 local b, why = parse_line(line)
                 if b == nil then
                     return nil, "line " .. n .. ": " .. why
@@ -329,9 +264,7 @@ local function parse(data)
                     down = down + 1
                 end
                 list[#list + 1] = b
---@@ zones
                 zone.list[#zone.list + 1] = b
---@@ end
             end
         end
     end
@@ -344,13 +277,6 @@ local function parse(data)
     if #list == 0 then
         return nil, "no backend"
     end
---@@ plain
-    local key = {}
-    for i, b in ipairs(list) do
-        key[i] = b.host .. "|" .. b.port .. "|" .. b.label .. "|" .. tostring(b.down == true)
-    end
-    return { key = table.concat(key, "\n"), list = list, version = version or "-", down = down }
---@@ zones
     local key = {}
     for _, zn in ipairs(zones) do
         if #zn.list == 0 then
@@ -362,7 +288,6 @@ local function parse(data)
         end
     end
     return { key = table.concat(key, "\n"), list = list, zones = zones, version = version or "-", down = down }
---@@ end
 end
 
 -- load_pool reads and parses the pool file; nil and why when it cannot.
@@ -403,11 +328,7 @@ do
     local pool, why = load_pool()
     if pool ~= nil then
         if S.good == nil or S.good.key ~= pool.key then
---@@ plain
-            log("pool version " .. pool.version .. ": " .. #pool.list .. " slots, " .. pool.down .. " down")
---@@ zones
             log("pool version " .. pool.version .. ": " .. #pool.zones .. " zones, " .. #pool.list .. " slots, " .. pool.down .. " down")
---@@ end
         end
         S.good, S.said, S.bad_content = pool, nil, nil
     elseif S.good ~= nil then
@@ -417,17 +338,6 @@ do
     end
 end
 
---@@ plain
-local backends = {}
-if S.good ~= nil then
-    for i, b in ipairs(S.good.list) do
-        -- fresh tables: routelib copies fields out of them, but never share.
-        backends[i] = { host = b.host, port = b.port, label = b.label, down = b.down }
-    end
-else
-    backends[1] = { host = "127.0.0.1", port = "1", label = "_down_nopool", down = true }
-end
---@@ zones
 -- A pool a zone; fresh tables: routelib copies fields out of them, but
 -- never share.
 local set_main, local_zone = {}, nil
@@ -460,7 +370,6 @@ elseif S.good ~= nil then
         log(word)
     end
 end
---@@ end
 
 -- Global backend settings (memcached's defaults in brackets). Every reload
 -- sets all of them: they are process-wide and stick otherwise.
@@ -471,15 +380,6 @@ settings{
     backend_failure_limit = math.floor(env_number("MEMCACHED_PROXY_FAILURE_LIMIT", 3, 0, 100)), -- [3]
 }
 
---@@ plain
-pools{
-    main = { backends = backends },
-}
-
-routes{
-    default = route_direct{ child = "main" },
-}
---@@ zones
 pools{
     set_main = set_main,
     -- cas's: one backend, down (see the routes at the top).
@@ -497,7 +397,6 @@ routes{
     },
     default = route_allfastest{ children = "set_main" },
 }
---@@ end
 
 -- Poll the pool file once a second; reload only when it holds a valid pool
 -- different from the one in use. A refused file is logged here, once, and
