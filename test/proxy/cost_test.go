@@ -30,7 +30,7 @@ func TestProxyCost(t *testing.T) {
 	f.agent = dataplane.StartAgent(t, append(f.proxy.AgentArgs(), "--namespace=shop", "--from-file="+f.file, "--shutdown-delay=0s")...)
 	f.waitPool("the pool", table)
 	want := fmt.Sprintf("pool version %d: 3 slots, 0 down", table.Version)
-	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Contains(f.proxy.Log(), want) }) {
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(f.proxy.Log(), want) }) {
 		t.Fatalf("the proxy never took the pool:\n%s", f.proxy.Log())
 	}
 

@@ -82,7 +82,7 @@ func givePool(t *testing.T, p *dataplane.Proxy, pool []byte, want string) {
 	if err := os.Rename(tmp, p.PoolFile); err != nil {
 		t.Fatal(err)
 	}
-	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Count(p.Log(), want) > said }) {
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Count(p.Log(), want) > said }) {
 		t.Fatalf("the proxy never said %q:\n%s", want, p.Log())
 	}
 }
@@ -264,7 +264,7 @@ func (f *zonesFixture) value(t *testing.T, z, key string) string {
 func (f *zonesFixture) waitZones(t *testing.T, step, key, want string) {
 	t.Helper()
 	var wrong []string
-	dataplane.WaitFor(5*time.Second, func() bool {
+	testutil.Poll(5*time.Second, func() bool {
 		wrong = nil
 		for _, z := range f.zones {
 			if f.pods[z][0].Running() {
@@ -391,7 +391,7 @@ func TestZonesProxy(t *testing.T) {
 		}
 		for _, z := range f.zones {
 			var ttl string
-			dataplane.WaitFor(5*time.Second, func() bool {
+			testutil.Poll(5*time.Second, func() bool {
 				for _, m := range f.pods[z] {
 					if got := dialText(t, m.Addr()).do(t, "mg "+key+" t\r\n"); strings.HasPrefix(got, "HD ") {
 						ttl = strings.TrimSpace(strings.TrimPrefix(got, "HD t"))
@@ -444,7 +444,7 @@ func TestZonesProxy(t *testing.T) {
 		// nothing.
 		down := f.pods["c"][1]
 		hits, asked := 0, 0
-		dataplane.WaitFor(5*time.Second, func() bool {
+		testutil.Poll(5*time.Second, func() bool {
 			before := gets(t, down)
 			hits = c.hits(t, "get", f.keys)
 			asked = gets(t, down) - before
@@ -463,7 +463,7 @@ func TestZonesProxy(t *testing.T) {
 		pool, _ = contract.RenderZonePool(f.statuses)
 		givePool(t, p, pool.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
 		cross := 0
-		dataplane.WaitFor(5*time.Second, func() bool {
+		testutil.Poll(5*time.Second, func() bool {
 			before := f.getsByZone(t)
 			hits = c.hits(t, "get", f.keys)
 			after := f.getsByZone(t)
