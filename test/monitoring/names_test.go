@@ -60,19 +60,17 @@ func exporterNames(t *testing.T) []string {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); ours {
-			break
-		}
+	testutil.Eventually(t, 10*time.Second, func() error {
 		select {
 		case <-done:
 			t.Fatalf("memcached_exporter exited: %s", out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memcached_exporter does not listen on %s: %s", addr, out.String())
+		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); !ours {
+			return fmt.Errorf("memcached_exporter does not listen on %s: %s", addr, out.String())
 		}
-	}
+		return nil
+	})
 	res, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

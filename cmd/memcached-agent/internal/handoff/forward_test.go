@@ -499,22 +499,18 @@ func TestForwardAfterAFailure(t *testing.T) {
 				after = append(after, k)
 			}
 			d := newClient(t, dst.addr)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testutil.Eventually(t, 10*time.Second, func() error {
 				missing := 0
 				for _, k := range after {
 					if g, ok := d.get(k); !ok || string(g.value) != "v" {
 						missing++
 					}
 				}
-				if missing == 0 {
-					break
+				if missing > 0 {
+					return fmt.Errorf("%d of %d keys written after the fault not forwarded", missing, len(after))
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d keys written after the fault not forwarded in 10 s", missing, len(after))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			c := stopSource(t, src, ended)
 			if got := c.lost.Load(); got != 1 {
 				t.Errorf("lost %d keys, want 1 (the one the fault hit)", got)

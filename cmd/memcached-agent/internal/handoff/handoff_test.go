@@ -386,11 +386,7 @@ func TestCancelled(t *testing.T) {
 			table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, table)
-			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the copy did not start")
-				}
-			}
+			testutil.EventuallyEvery(t, 30*time.Second, time.Millisecond, func() error { return copyStarted(to) })
 			tt.cut(r, src, table)
 			if tt.wantState == "" {
 				rec.wait(t, "the report forgotten", 30*time.Second, func(r *recorder) bool { return slices.Contains(r.forgot, "cache-old") })
@@ -399,11 +395,12 @@ func TestCancelled(t *testing.T) {
 			}
 			// The copy's connections closed, memcached still takes what
 			// they sent before: once it has closed them too, it has.
-			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_connections") > idle; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the destination still has %d connections but the test's %d, 30 s after the copy ended", to.stat("curr_connections"), idle)
+			testutil.EventuallyEvery(t, 30*time.Second, 10*time.Millisecond, func() error {
+				if n := to.stat("curr_connections"); n > idle {
+					return fmt.Errorf("the destination still has %d connections but the test's %d after the copy ended", n, idle)
 				}
-			}
+				return nil
+			})
 			n := to.stat("curr_items")
 			if n == 0 || n >= count {
 				t.Errorf("the destination holds %d items: the copy was not cut midway", n)
@@ -488,7 +485,6 @@ func TestTwoRunners(t *testing.T) {
 	for _, rec := range []*recorder{recA, recB} {
 		reports = append(reports, rec.final(t, "cache-old", 30*time.Second))
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	events := func() []string {
 		var events []string
 		for _, rec := range []*recorder{recA, recB} {
@@ -498,12 +494,13 @@ func TestTwoRunners(t *testing.T) {
 		}
 		return events
 	}
-	for len(events()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no Event 10 s after the copy ended: reports %+v", reports)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if len(events()) == 0 {
+			return fmt.Errorf("no Event after the copy ended: reports %+v", reports)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+
 	for _, p := range reports {
 		if p != reports[0] || p.State != "Done" || p.Items != 2000 || p.Skipped != 0 {
 			t.Errorf("reports %+v, want the copier's in each: Done, 2000 items, none already there", reports)
@@ -512,6 +509,14 @@ func TestTwoRunners(t *testing.T) {
 	if events := events(); len(events) != 1 {
 		t.Errorf("events %q, want one: the copier's", events)
 	}
+}
+
+// copyStarted is nil once the copy has brought 100 items to c's memcached.
+func copyStarted(c *client) error {
+	if n := c.stat("curr_items"); n < 100 {
+		return fmt.Errorf("the copy did not start: %d items copied", n)
+	}
+	return nil
 }
 
 // TestRates measures the copy, printed as benchmark lines: items and MiB
@@ -702,11 +707,7 @@ func TestEntryChanged(t *testing.T) {
 	h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-1", ToIP: first.ip}
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-1", first.ip)})
 	to := newClient(t, first.addr)
-	for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the copy did not start")
-		}
-	}
+	testutil.EventuallyEvery(t, 30*time.Second, time.Millisecond, func() error { return copyStarted(to) })
 	h.To, h.ToIP = "cache-2", second.ip
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-2", second.ip)})
 	p := rec.final(t, "cache-old", 60*time.Second)

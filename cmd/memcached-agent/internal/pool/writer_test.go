@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -276,13 +277,12 @@ func TestWriterRetries(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * RetryInterval)
-	for w.Current() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("not written within %s of the directory appearing:\n%s", 5*RetryInterval, log.String())
+	testutil.EventuallyEvery(t, 5*RetryInterval, 10*time.Millisecond, func() error {
+		if w.Current() == nil {
+			return fmt.Errorf("not written since the directory appeared:\n%s", log.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := stat(t, w.Path()).content; got != "version 9\n10.0.0.1:11211\nend 1\n" {
 		t.Errorf("the file holds %q", got)
 	}
