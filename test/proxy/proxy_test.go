@@ -57,7 +57,7 @@ const keyCount = 10000
 
 // fixture is the Memcached, its Pods, the proxy, the agent and the client.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	c       *dataplane.Cluster
 	servers map[string]*dataplane.Memcached // by IP
 	proxy   *dataplane.Proxy

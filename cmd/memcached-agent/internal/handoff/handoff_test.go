@@ -519,52 +519,6 @@ func copyStarted(c *client) error {
 	return nil
 }
 
-// TestRates measures the copy, printed as benchmark lines: items and MiB
-// per second for 64 MiB and 1 GiB of items from 1 KiB to 100 KiB, and
-// 64 MiB of 1 KiB items, on loopback (the 1 GiB copy is skipped under
-// -short).
-func TestRates(t *testing.T) {
-	mixed := func(i int) int { return 1<<10 + (i*7919)%(99<<10) }
-	for _, tt := range []struct {
-		name string
-		mib  int
-		size func(int) int
-	}{
-		{name: "64MiB", mib: 64, size: mixed},
-		{name: "1GiB", mib: 1024, size: mixed},
-		// Small items show the cost of each item.
-		{name: "64MiB-of-1KiB", mib: 64, size: func(int) int { return 1 << 10 }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mib, size := tt.mib, tt.size
-			if mib > 64 && testing.Short() {
-				t.Skip("-short")
-			}
-			memory := mib*3/2 + 64
-			src := startServer(t, nextIP(t), memory)
-			dst := startServer(t, nextIP(t), memory)
-			var count int
-			var total int64
-			for total < int64(mib)<<20 {
-				total += int64(size(count))
-				count++
-			}
-			fill(t, src.addr, "item", count, size, 0)
-			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{ReportEvery: time.Hour})
-			start := time.Now()
-			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
-				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
-			p := rec.final(t, "cache-old", 5*time.Minute)
-			took := time.Since(start).Seconds()
-			if p.State != "Done" || p.Items != int64(count) || p.Bytes != total {
-				t.Fatalf("final report %+v, want Done, %d items, %d bytes", p, count, total)
-			}
-			testutil.Benchmark("BenchmarkHandoffCopy/"+tt.name, "%.0f items/s %.1f MiB/s %d items %.2f s", float64(count)/took, float64(total)/(1<<20)/took, count, took)
-		})
-	}
-}
-
 // TestRefusals copies from and to memcacheds that say no: one that may not
 // dump its keys (-X) or has no LRU crawler fails the copy with its own
 // words; one whose crawler is busy is asked again until it is free; a
