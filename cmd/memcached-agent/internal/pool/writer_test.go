@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,7 +76,7 @@ func (r *recorder) counts() (wrote, found, failed int) {
 }
 
 // newWriter is a Writer of dir/pool, logging into log.
-func newWriter(dir string, log *bytes.Buffer) (*Writer, *recorder) {
+func newWriter(dir string, log io.Writer) (*Writer, *recorder) {
 	rec := &recorder{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	return New(filepath.Join(dir, "pool"), logger, rec, time.Now), rec
@@ -261,7 +262,8 @@ func TestWriterFindsItsPool(t *testing.T) {
 // once the directory exists, Run writes it without another offer.
 func TestWriterRetries(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	var log bytes.Buffer
+	// Run logs from a goroutine of its own while the test reads.
+	var log testutil.LockedBuffer
 	w, rec := newWriter(dir, &log)
 	w.Offer("file", memcachedWith(table(9, "S:10.0.0.1")))
 	if _, _, failed := rec.counts(); failed != 1 || w.Current() != nil {
