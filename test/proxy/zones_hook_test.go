@@ -260,7 +260,7 @@ type reads struct {
 func (f *hookZones) read(zone string, keys []string) reads {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
-	defer c.c.Close() // now: the steps poll with it
+	defer c.Close() // now: the steps poll with it
 	before := f.getsByZone()
 	r := reads{values: map[string]string{}}
 	for _, k := range keys {
@@ -304,7 +304,7 @@ func (r reads) stale(want map[string]string) []string {
 func (f *hookZones) setAll(zone string, values map[string]string) {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
-	defer c.c.Close()
+	defer c.Close()
 	for _, k := range slices.Sorted(maps.Keys(values)) {
 		c.set(f.t, k, values[k])
 	}
