@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ type Config struct {
 	// memcached could be taken meanwhile by another package's process.
 	Port int
 	// Args are memcached's other arguments (-m, -t, -o ...), beside -l, -p
-	// and -U 0, which Start gives.
+	// and -U 0, which Start gives after them.
 	Args []string
 	// Env is added to the test's environment.
 	Env []string
@@ -91,7 +92,9 @@ func Start(t testing.TB, cfg Config) *Server {
 		port, portFile = "-1", s.portFile(t)
 		env = append(env, "MEMCACHED_PORT_FILENAME="+portFile)
 	}
-	args := append([]string{"-l", cfg.IP, "-p", port, "-U", "0"}, cfg.Args...)
+	// Start's own arguments last, so that the address it waits on is the
+	// one memcached listens on whatever Args says (the proxy's name -p).
+	args := append(slices.Clone(cfg.Args), "-l", cfg.IP, "-p", port, "-U", "0")
 	s.cmd = exec.Command(bin, append(args, asUser...)...)
 	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
