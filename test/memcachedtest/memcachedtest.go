@@ -81,6 +81,9 @@ func Start(t testing.TB, cfg Config) *Server {
 	}
 	bin := testutil.Program(t, EnvBin, cfg.What)
 	attr, asUser, err := procAttr()
+	if err == nil {
+		bin, err = runnable(bin, attr)
+	}
 	if err != nil {
 		t.Fatalf("memcachedtest: %v", err)
 	}

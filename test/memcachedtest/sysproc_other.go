@@ -18,3 +18,6 @@ func procAttr() (*syscall.SysProcAttr, []string, error) {
 
 // freezeSignal and thawSignal are none here: Server.Freeze fails.
 var freezeSignal, thawSignal os.Signal
+
+// runnable is bin: memcached changes its user itself here.
+func runnable(bin string, _ *syscall.SysProcAttr) (string, error) { return bin, nil }
