@@ -187,7 +187,7 @@ func (c *Client) Do(req string) string {
 // stored. flags are ms's: "T60 F3", "b" for a base64 key.
 func (c *Client) Set(key string, value []byte, flags ...string) {
 	c.t.Helper()
-	req := fmt.Sprintf("ms %s %d %s\r\n%s\r\n", key, len(value), strings.Join(flags, " "), value)
+	req := fmt.Sprintf("ms %s\r\n%s\r\n", strings.Join(append([]string{key, strconv.Itoa(len(value))}, flags...), " "), value)
 	if got := c.Do(req); got != "HD\r\n" {
 		c.t.Fatalf("memcachedtest: ms %s on %s: %q", key, c.RemoteAddr(), got)
 	}

@@ -41,7 +41,11 @@ func TestStart(t *testing.T) {
 			if it, ok := c.Get("k"); !ok || string(it.Value) != "v\r\nv" || it.Flags != 7 || it.TTL <= 0 || it.TTL > 60 {
 				t.Errorf("Get(k) = %+v, %v; want v\\r\\nv, flags 7, a TTL up to 60", it, ok)
 			}
-			if got, want := c.Stat("curr_items"), int64(1); got != want {
+			c.Set("plain", []byte("p"))
+			if got := c.Value("plain"); got != "p" {
+				t.Errorf("Value(plain) = %q, want p", got)
+			}
+			if got, want := c.Stat("curr_items"), int64(2); got != want {
 				t.Errorf("curr_items = %d, want %d", got, want)
 			}
 			if got, want := uidOf(t, s.PID()), wantUID(t); got != want {
