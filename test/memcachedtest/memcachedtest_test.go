@@ -139,6 +139,12 @@ func TestDiesWithTheTestBinary(t *testing.T) {
 	if !alive(mc) {
 		t.Fatalf("memcached %d is not running before the kill", mc)
 	}
+	// A memcached that outlives its test binary is this test's to end.
+	t.Cleanup(func() {
+		if alive(mc) {
+			syscall.Kill(mc, syscall.SIGKILL)
+		}
+	})
 	child.Process.Signal(syscall.SIGKILL)
 	<-exited
 	testutil.Eventually(t, 10*time.Second, func() error {
