@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +19,7 @@ import (
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -51,130 +49,24 @@ func nextIP(t *testing.T) string {
 // is missing (fails under CI).
 func startMemcached(t *testing.T, ip string, memoryMB int) string {
 	t.Helper()
-	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45")
-	args := []string{"-l", ip, "-p", "11211", "-U", "0", "-t", "2", "-m", strconv.Itoa(memoryMB)}
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "nobody")
-	}
-	cmd := exec.Command(bin, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := net.JoinHostPort(ip, "11211")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		// Answered at its address, and by itself: not by a process that
-		// held the address already, while this one exits unable to bind.
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			var ours bool
-			if ours, err = testutil.Listens(cmd.Process.Pid, addr); ours {
-				return addr
-			} else if err == nil {
-				err = errors.New("another process answers there")
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", addr, err, stderr.String())
-		}
-	}
+	return memcachedtest.Start(t, memcachedtest.Config{IP: ip, Port: 11211, Args: []string{"-t", "2", "-m", strconv.Itoa(memoryMB)}}).Addr()
 }
 
-// mc is a connection to a memcached.
-type mc struct {
-	t *testing.T
-	c net.Conn
-	r *bufio.Reader
-}
-
-func dialMC(t *testing.T, addr string) *mc {
+// fill writes count items of size bytes to addr, key prefix-i, pipelined.
+func fill(t *testing.T, addr, prefix string, count, size int) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &mc{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
-}
-
-func (m *mc) line() string {
-	m.t.Helper()
-	m.c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	l, err := m.r.ReadString('\n')
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	return strings.TrimSuffix(l, "\r\n")
-}
-
-// fill writes count items of size bytes, key prefix-i, pipelined.
-func (m *mc) fill(prefix string, count, size int) {
-	m.t.Helper()
-	w := bufio.NewWriterSize(m.c, 1<<20)
 	value := bytes.Repeat([]byte("v"), size)
-	for i := range count {
-		fmt.Fprintf(w, "ms %s-%d %d q\r\n%s\r\n", prefix, i, size, value)
-		if i%100 == 99 || i == count-1 {
-			w.WriteString("mn\r\n")
-			if err := w.Flush(); err != nil {
-				m.t.Fatal(err)
-			}
-			if l := m.line(); l != "MN" {
-				m.t.Fatalf("filling: %q", l)
-			}
-		}
-	}
+	c := memcachedtest.Dial(t, addr)
+	defer c.Close()
+	c.Fill(prefix, count, func(string, int) []byte { return value }, 0)
 }
 
-// has tells whether the memcached holds key.
-func (m *mc) has(key string) bool {
-	m.t.Helper()
-	fmt.Fprintf(m.c, "mg %s\r\n", key)
-	switch l := m.line(); l {
-	case "HD":
-		return true
-	case "EN":
-		return false
-	default:
-		m.t.Fatalf("mg %s: %q", key, l)
-		return false
-	}
-}
-
-// value is key's value, "" when the memcached does not hold it.
-func (m *mc) value(key string) string {
-	m.t.Helper()
-	fmt.Fprintf(m.c, "mg %s v\r\n", key)
-	l := m.line()
-	if l == "EN" {
-		return ""
-	}
-	var n int
-	if _, err := fmt.Sscanf(l, "VA %d", &n); err != nil {
-		m.t.Fatalf("mg %s v: %q", key, l)
-	}
-	b := make([]byte, n+2)
-	if _, err := io.ReadFull(m.r, b); err != nil {
-		m.t.Fatal(err)
-	}
-	return string(b[:n])
-}
-
-// items is the number of items the memcached holds.
-func (m *mc) items() int {
-	m.t.Helper()
-	io.WriteString(m.c, "stats\r\n")
-	n := -1
-	for l := m.line(); l != "END"; l = m.line() {
-		if v, ok := strings.CutPrefix(l, "STAT curr_items "); ok {
-			n, _ = strconv.Atoi(v)
-		}
-	}
-	return n
+// items is the number of items the memcached at addr holds.
+func items(t *testing.T, addr string) int64 {
+	t.Helper()
+	c := memcachedtest.Dial(t, addr)
+	defer c.Close()
+	return c.Stat("curr_items")
 }
 
 // statusJSON is Memcached cache in namespace shop with this slot table and
@@ -262,7 +154,7 @@ func TestAgentHandsOff(t *testing.T) {
 	srcIP, dstIP, otherIP := nextIP(t), nextIP(t), nextIP(t)
 	src, dst := startMemcached(t, srcIP, 512), startMemcached(t, dstIP, 512)
 	const count, size = 2000, 100 << 10
-	dialMC(t, src).fill("item", count, size)
+	fill(t, src, "item", count, size)
 	path := filepath.Join(t.TempDir(), "cache.json")
 	leaving := []v1alpha1.Slot{
 		{Slot: 0, Pod: "cache-old", IP: srcIP, State: v1alpha1.SlotLeaving},
@@ -287,29 +179,28 @@ func TestAgentHandsOff(t *testing.T) {
 	}))
 	var states []v1alpha1.HandoffState
 	var last v1alpha1.HandoffProgress
-	for deadline := time.Now().Add(60 * time.Second); last.State != "Done" && last.State != "Failed"; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no end reported: states %q", states)
+	testutil.EventuallyEvery(t, 60*time.Second, 5*time.Millisecond, func() error {
+		if pr, ok := p.progress(t, "cache-old"); ok {
+			if len(states) == 0 || states[len(states)-1] != pr.State {
+				states = append(states, pr.State)
+			}
+			last = pr
 		}
-		pr, ok := p.progress(t, "cache-old")
-		if !ok {
-			continue
+		if last.State != "Done" && last.State != "Failed" {
+			return fmt.Errorf("no end reported: states %q", states)
 		}
-		if len(states) == 0 || states[len(states)-1] != pr.State {
-			states = append(states, pr.State)
-		}
-		last = pr
-	}
+		return nil
+	})
 	if want := []v1alpha1.HandoffState{"Copying", "Done"}; !slices.Equal(states, want) {
 		t.Errorf("states %q, want %q", states, want)
 	}
 	if last.Items != count || last.Bytes != count*size || last.Skipped != 0 {
 		t.Errorf("final report %+v, want %d items, %d bytes", last, count, count*size)
 	}
-	if n := dialMC(t, dst).items(); n != count {
+	if n := items(t, dst); n != count {
 		t.Errorf("the destination holds %d items, want %d", n, count)
 	}
-	if !dialMC(t, src).has(contract.DoneKey) {
+	if !memcachedtest.Dial(t, src).Has(contract.DoneKey) {
 		t.Errorf("no done marker on the source")
 	}
 
@@ -361,16 +252,14 @@ func TestAgentHandsOff(t *testing.T) {
 // waitLog waits until a line of the process's output holds each of parts.
 func (p *process) waitLog(t *testing.T, parts ...string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, 20*time.Second, func() error {
 		for _, l := range strings.Split(p.out.String(), "\n") {
 			if !slices.ContainsFunc(parts, func(part string) bool { return !strings.Contains(l, part) }) {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s logged no line with %q in 20 s:\n%s", p.name, parts, p.out.String())
-		}
-	}
+		return fmt.Errorf("%s logged no line with %q:\n%s", p.name, parts, p.out.String())
+	})
 }
 
 // TestAgentsShareACopy runs two agents on one status: one copies, the
@@ -380,7 +269,7 @@ func TestAgentsShareACopy(t *testing.T) {
 	srcIP, dstIP := nextIP(t), nextIP(t)
 	src, dst := startMemcached(t, srcIP, 1024), startMemcached(t, dstIP, 1024)
 	const count, size = 6000, 100 << 10
-	dialMC(t, src).fill("item", count, size)
+	fill(t, src, "item", count, size)
 	path := filepath.Join(t.TempDir(), "cache.json")
 	testutil.WriteFileAtomic(t, path, statusJSON(t, 1767225601,
 		[]v1alpha1.Slot{{Slot: 0, Pod: "cache-new", IP: dstIP, State: v1alpha1.SlotServing}},
@@ -390,60 +279,62 @@ func TestAgentsShareACopy(t *testing.T) {
 		startProcess(t, "agent-b", path, "--handoff-lock-ttl=3s"),
 	}
 	var copying, waiting *process
-	for deadline := time.Now().Add(30 * time.Second); copying == nil; time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no agent began copying")
-		}
+	testutil.EventuallyEvery(t, 30*time.Second, 2*time.Millisecond, func() error {
 		for i, a := range agents {
 			if pr, ok := a.progress(t, "cache-old"); ok {
 				if pr.State != "Copying" {
 					t.Fatalf("%s reported %+v first", a.name, pr)
 				}
 				copying, waiting = a, agents[1-i]
+				return nil
 			}
 		}
-	}
+		return errors.New("no agent began copying")
+	})
 	// Let it copy some, then kill it as a node dies.
-	for deadline := time.Now().Add(30 * time.Second); dialMC(t, dst).items() < 100; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing was copied")
+	dstItems := memcachedtest.Dial(t, dst)
+	testutil.EventuallyEvery(t, 30*time.Second, time.Millisecond, func() error {
+		if n := dstItems.Stat("curr_items"); n < 100 {
+			return fmt.Errorf("%d items copied, want 100", n)
 		}
-	}
+		return nil
+	})
 	if pr, ok := waiting.progress(t, "cache-old"); ok {
 		t.Errorf("%s reported %+v while %s copied", waiting.name, pr, copying.name)
 	}
 	// The lock is the copier's as it dies. (After, it lasts until the TTL
 	// since the copier last renewed it, which the test does not know.)
-	if holder := dialMC(t, src).value(handoff.LockKey); holder != copying.name {
+	if holder := memcachedtest.Dial(t, src).Value(handoff.LockKey); holder != copying.name {
 		t.Fatalf("the lock is held by %q as %s is killed, want it", holder, copying.name)
 	}
 	copying.cmd.Process.Kill()
 	<-copying.exited
 	killedAt := time.Now()
-	copied := dialMC(t, dst).items()
+	copied := items(t, dst)
 	if copied >= count {
 		t.Fatalf("the copy was over before the kill (%d items)", copied)
 	}
 
 	var last v1alpha1.HandoffProgress
-	for deadline := time.Now().Add(60 * time.Second); last.State != "Done"; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not finish: %+v", waiting.name, last)
-		}
+	testutil.EventuallyEvery(t, 60*time.Second, 10*time.Millisecond, func() error {
 		last, _ = waiting.progress(t, "cache-old")
-		if last.State == "Failed" {
+		switch last.State {
+		case "Failed":
 			t.Fatalf("%s failed: %+v", waiting.name, last)
+		case "Done":
+			return nil
 		}
-	}
+		return fmt.Errorf("%s did not finish: %+v", waiting.name, last)
+	})
 	// With a lock TTL of 3 s: the take-over waits for it to expire.
 	testutil.Benchmark("BenchmarkHandoffTakeOver", "%.1f s/op", time.Since(killedAt).Seconds())
-	if n := dialMC(t, dst).items(); n != count {
+	if n := items(t, dst); n != count {
 		t.Errorf("the destination holds %d items, want %d", n, count)
 	}
 	if last.Items+last.Skipped != count || last.Skipped < int64(copied) {
 		t.Errorf("%s's report %+v: want %d items in all, at least the %d the killed agent copied already there", waiting.name, last, count, copied)
 	}
-	if !dialMC(t, src).has(contract.DoneKey) {
+	if !memcachedtest.Dial(t, src).Has(contract.DoneKey) {
 		t.Errorf("no done marker on the source")
 	}
 }

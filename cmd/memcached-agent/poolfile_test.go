@@ -34,33 +34,23 @@ func memcachedSlots(name string, version int64, slots ...string) []byte {
 // waitForFile waits until path holds want.
 func waitForFile(t *testing.T, path, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
-		if string(b) == want {
-			return
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if b, _ := os.ReadFile(path); string(b) != want {
+			return fmt.Errorf("%s holds %q, want %q", path, b, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %q, want %q", path, b, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitForMetric waits until /metrics shows line.
 func waitForMetric(t *testing.T, admin, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, text := httpGet(t, admin+"/metrics")
-		if strings.Contains(text, line+"\n") {
-			return
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, text := httpGet(t, admin+"/metrics"); !strings.Contains(text, line+"\n") {
+			return fmt.Errorf("/metrics has no %q:\n%s", line, text)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics has no %q:\n%s", line, text)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // metricValue is the value of series in /metrics, 0 when it is not there.
@@ -172,7 +162,7 @@ func TestRunPoolFileAndEndpoint(t *testing.T) {
 	}
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "10.0.0.1"))
 	waitForFile(t, poolFile, "version 1767225601\n10.0.0.1:11211\nend 1\n")
-	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 	// The writer takes note of the pool once its file is in place: ask
 	// until it has.
 	want := "ok: version 1767225601, 1 servers; pool version 1767225601, 1 slots, 0 down\n"
@@ -212,11 +202,10 @@ func waitForReadyz(t *testing.T, admin string, ok func(body string) bool) (int, 
 	t.Helper()
 	var code int
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if code, body = httpGet(t, admin+"/readyz"); code == http.StatusOK && ok(body) {
-			break
-		}
-	}
+	testutil.Poll(10*time.Second, func() bool {
+		code, body = httpGet(t, admin+"/readyz")
+		return code == http.StatusOK && ok(body)
+	})
 	return code, body
 }
 

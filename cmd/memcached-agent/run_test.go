@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,62 +23,10 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-// logSink collects run's JSON log lines.
-type logSink struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	added chan struct{}
-}
-
-func newLogSink() *logSink { return &logSink{added: make(chan struct{}, 1)} }
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case s.added <- struct{}{}:
-	default:
-	}
-	return s.buf.Write(p)
-}
-
-func (s *logSink) lines() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(s.buf.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// waitFor returns the first log line whose msg is msg, waiting for it.
-func (s *logSink) waitFor(t *testing.T, msg string, exited <-chan struct{}) map[string]any {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		for _, l := range s.lines() {
-			if l["msg"] == msg {
-				return l
-			}
-		}
-		select {
-		case <-s.added:
-		case <-exited:
-			t.Fatalf("run ended before logging %q:\n%s", msg, s.buf.String())
-		case <-deadline:
-			t.Fatalf("no %q in the log:\n%s", msg, s.buf.String())
-		}
-	}
-}
-
 // agent is run() serving in a goroutine.
 type agent struct {
 	addr, admin string
-	stdout      *logSink
+	stdout      *testutil.LogSink
 	stderr      bytes.Buffer
 	cancel      context.CancelFunc
 	exited      chan struct{}
@@ -91,7 +37,7 @@ type agent struct {
 func startAgent(t *testing.T, args []string, vars map[string]string) *agent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &agent{stdout: newLogSink(), cancel: cancel, exited: make(chan struct{})}
+	a := &agent{stdout: testutil.NewLogSink(), cancel: cancel, exited: make(chan struct{})}
 	base := []string{"memcached-agent", "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--shutdown-delay=0s"}
 	go func() {
 		defer close(a.exited)
@@ -105,7 +51,7 @@ func startAgent(t *testing.T, args []string, vars map[string]string) *agent {
 			t.Errorf("run did not return after its context ended")
 		}
 	})
-	l := a.stdout.waitFor(t, "listening", a.exited)
+	l := a.stdout.WaitFor(t, "listening", a.exited)
 	a.addr, _ = l["address"].(string)
 	a.admin, _ = l["admin_address"].(string)
 	return a
@@ -265,12 +211,12 @@ func TestRunConfigFromEnvironment(t *testing.T) {
 		"MEMCACHED_AGENT_MEMCACHED": "cache", "MEMCACHED_AGENT_FROM_FILE": "/nonexistent", "MEMCACHED_AGENT_NAMESPACE": "env-ns",
 		"MEMCACHED_AGENT_MAX_CONNECTIONS": "7",
 	})
-	l := a.stdout.waitFor(t, "listening", nil)
+	l := a.stdout.WaitFor(t, "listening", nil)
 	if l["memcached"] != "cache" || l["namespace"] != "flag-ns" || l["max_connections"] != float64(7) || l["source"] != "file /nonexistent" {
 		t.Errorf("listening with %v", l)
 	}
 	b := startAgent(t, []string{"--memcached=cache", "--from-file=/nonexistent"}, map[string]string{"POD_NAMESPACE": "pod-ns"})
-	if l := b.stdout.waitFor(t, "listening", nil); l["namespace"] != "pod-ns" {
+	if l := b.stdout.WaitFor(t, "listening", nil); l["namespace"] != "pod-ns" {
 		t.Errorf("namespace %v, want POD_NAMESPACE's", l["namespace"])
 	}
 }
@@ -299,7 +245,7 @@ func TestRunFromFile(t *testing.T) {
 	waitForMetric(t, admin, `memcached_agent_follow_errors_total{source="file"} 1`)
 
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1", "10.0.0.2"))
-	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 	want := "CONFIG cluster 0 89\r\n1767225600\n10-0-0-1.cache.shop.svc|10.0.0.1|11211 10-0-0-2.cache.shop.svc|10.0.0.2|11211\n\r\nEND\r\n"
 	if got, err := ask(t, a.addr, nil, "config get cluster\r\n"); got != want {
 		t.Errorf("config get cluster = %q, %v; want %q", got, err, want)
@@ -310,33 +256,28 @@ func TestRunFromFile(t *testing.T) {
 
 	changed := time.Now()
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225601, "10.0.0.1", "10.0.0.2", "10.0.0.3"))
-	for {
+	testutil.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() error {
 		got, _ := ask(t, a.addr, nil, "get AmazonElastiCache:cluster\r\n")
-		if strings.Contains(got, "\n1767225601\n") {
-			if !strings.Contains(got, "|10.0.0.3|11211\n") {
-				t.Errorf("new list %q", got)
-			}
-			break
+		if !strings.Contains(got, "\n1767225601\n") {
+			return fmt.Errorf("the rewrite was not served: %q", got)
 		}
-		if time.Since(changed) > 10*time.Second {
-			t.Fatalf("the rewrite was not served: %q", got)
+		if !strings.Contains(got, "|10.0.0.3|11211\n") {
+			t.Errorf("new list %q", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	testutil.Benchmark("BenchmarkRunFromFileServed", "%.1f ms/op", float64(time.Since(changed).Microseconds())/1000)
 
 	// A status computed from an older copy landed last, with a lower
 	// version: its list is served, under a version above the one served.
 	testutil.WriteFileAtomic(t, path, memcachedJSON(5, "10.0.0.9"))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testutil.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() error {
 		got, _ := ask(t, a.addr, nil, "get AmazonElastiCache:cluster\r\n")
-		if strings.Contains(got, "\n1767225602\n") && strings.Contains(got, "|10.0.0.9|11211\n") {
-			break
+		if !strings.Contains(got, "\n1767225602\n") || !strings.Contains(got, "|10.0.0.9|11211\n") {
+			return fmt.Errorf("a lower version's list was not served under version 1767225602: %q", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a lower version's list was not served under version 1767225602: %q", got)
-		}
-	}
+		return nil
+	})
 	_, metricsText := httpGet(t, admin+"/metrics")
 	for _, line := range []string{
 		"memcached_agent_list_version 1.767225602e+09",
@@ -352,7 +293,7 @@ func TestRunFromFile(t *testing.T) {
 	}
 
 	a.cancel()
-	a.stdout.waitFor(t, "shutting down: /readyz fails from now on", nil)
+	a.stdout.WaitFor(t, "shutting down: /readyz fails from now on", nil)
 	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Errorf("/readyz while shutting down: %d %q", code, body)
 	}
@@ -423,7 +364,7 @@ func TestRunTLS(t *testing.T) {
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1"))
 	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + path, "--tls-cert-file=" + filepath.Join(dir.dir, "tls.crt"),
 		"--tls-key-file=" + filepath.Join(dir.dir, "tls.key"), "--client-ca-file=" + filepath.Join(dir.dir, "ca.crt"), "--tls-min-version=1.3"}, nil)
-	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 
 	var served []string
 	client := &tls.Config{
@@ -462,7 +403,7 @@ func TestRunTLS(t *testing.T) {
 	if len(served) != before+1 || served[0] == served[len(served)-1] {
 		t.Errorf("certificate serials served %v: the rotated one was not picked up", served)
 	}
-	a.stdout.waitFor(t, "reloaded TLS certificate", nil)
+	a.stdout.WaitFor(t, "reloaded TLS certificate", nil)
 }
 
 // TestRunWithoutEndpoint runs the agent as the hook does for hand-offs
@@ -479,7 +420,7 @@ func TestRunWithoutEndpoint(t *testing.T) {
 		t.Errorf("/readyz before a status: %d %q", code, body)
 	}
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1", "10.0.0.2"))
-	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusOK || !strings.Contains(body, "following version 1767225600") {
 		t.Errorf("/readyz with a status: %d %q", code, body)
 	}
@@ -499,7 +440,7 @@ func TestExposedNames(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cache.json")
 	testutil.WriteFileAtomic(t, path, memcachedJSON(1767225600, "10.0.0.1"))
 	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + path, "--file-poll-interval=20ms"}, nil)
-	a.stdout.waitFor(t, "serving a new server list", a.exited)
+	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 	code, text := httpGet(t, "http://"+a.admin+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", code, text)

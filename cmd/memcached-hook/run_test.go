@@ -25,7 +25,7 @@ type runningHook struct {
 	addr string
 	// listening is the "listening" log line.
 	listening map[string]any
-	stdout    *logSink
+	stdout    *testutil.LogSink
 	stderr    *testutil.LockedBuffer
 	cancel    context.CancelFunc
 	// exited is closed once run has returned err.
@@ -39,7 +39,7 @@ type runningHook struct {
 func startRun(t *testing.T, args []string, vars map[string]string) *runningHook {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &runningHook{stdout: newLogSink(), stderr: &testutil.LockedBuffer{}, cancel: cancel, exited: make(chan struct{})}
+	h := &runningHook{stdout: testutil.NewLogSink(), stderr: &testutil.LockedBuffer{}, cancel: cancel, exited: make(chan struct{})}
 	go func() {
 		defer close(h.exited)
 		h.err = run(ctx, append([]string{"memcached-hook"}, args...), env(vars), h.stdout, h.stderr)
@@ -52,7 +52,7 @@ func startRun(t *testing.T, args []string, vars map[string]string) *runningHook 
 			t.Errorf("run did not return after its context ended")
 		}
 	})
-	h.listening = h.stdout.waitFor(t, "listening", h.exited)
+	h.listening = h.stdout.WaitFor(t, "listening", h.exited)
 	h.addr, _ = h.listening["address"].(string)
 	if h.addr == "" {
 		t.Fatalf("listening log line has no address: %v", h.listening)
@@ -265,7 +265,7 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	}
 
 	h.cancel()
-	h.stdout.waitFor(t, "shutting down", h.exited)
+	h.stdout.WaitFor(t, "shutting down", h.exited)
 	if res := do(t, client, http.MethodGet, base+"/readyz", "", nil); res.status != http.StatusServiceUnavailable {
 		t.Errorf("/readyz during the shutdown delay: %d %s, want 503", res.status, res.body)
 	}
@@ -277,12 +277,12 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	if err := h.stop(t); err != nil {
 		t.Errorf("run = %v, want nil", err)
 	}
-	h.stdout.waitFor(t, "stopped", nil)
+	h.stdout.WaitFor(t, "stopped", nil)
 	if conn, err := net.Dial("tcp", h.addr); err == nil {
 		conn.Close()
 		t.Errorf("%s still accepts connections after run returned", h.addr)
 	}
-	for _, l := range h.stdout.lines(t) {
+	for _, l := range h.stdout.Lines(t) {
 		if l["level"] == "ERROR" || l["level"] == "WARN" {
 			t.Errorf("unexpected log line: %v", l)
 		}

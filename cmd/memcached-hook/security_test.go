@@ -77,7 +77,7 @@ func TestTLSServesAndReloadsCertificate(t *testing.T) {
 	dir := t.TempDir()
 	certPEM, keyPEM := ca.Issue(t, "hook one")
 	certFile, keyFile := writeCertFiles(t, dir, certPEM, keyPEM)
-	sink := newLogSink()
+	sink := testutil.NewLogSink()
 	logger := slog.New(slog.NewJSONHandler(sink, nil))
 	cfg, err := newTLSConfig(logger, certFile, keyFile, "")
 	if err != nil {

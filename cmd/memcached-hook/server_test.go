@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,81 +24,10 @@ import (
 // depend on when the test runs.
 var fixedNow = time.Date(2026, 11, 22, 2, 0, 0, 0, time.UTC)
 
-// logSink is an io.Writer for a logger that goroutines may share. It keeps
-// everything written and wakes waitFor whenever a write arrives.
-type logSink struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{}
-}
-
-func newLogSink() *logSink { return &logSink{changed: make(chan struct{})} }
-
-// Write keeps p and wakes every waitFor.
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.buf.Write(p)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	return n, err
-}
-
-// String returns everything written so far.
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-// lines parses every complete line written so far as a JSON object.
-func (s *logSink) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	text := s.String()
-	var out []map[string]any
-	for line := range strings.Lines(text) {
-		if !strings.HasSuffix(line, "\n") {
-			break // still being written
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line is not a JSON object: %v\n%s", err, line)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// waitFor blocks until a log line whose msg starts with prefix has been
-// written, and returns it. It gives up, failing the test, when stop is
-// closed (the program ended first) or after a generous guard that only
-// keeps a broken program from hanging the test.
-func (s *logSink) waitFor(t *testing.T, prefix string, stop <-chan struct{}) map[string]any {
-	t.Helper()
-	guard := time.After(20 * time.Second)
-	for {
-		s.mu.Lock()
-		changed := s.changed
-		s.mu.Unlock()
-		for _, l := range s.lines(t) {
-			if msg, _ := l["msg"].(string); strings.HasPrefix(msg, prefix) {
-				return l
-			}
-		}
-		select {
-		case <-changed:
-		case <-stop:
-			t.Fatalf("program ended before logging %q; it wrote:\n%s", prefix, s.String())
-		case <-guard:
-			t.Fatalf("no %q log line yet; the program wrote:\n%s", prefix, s.String())
-		}
-	}
-}
-
 // newTestServer serves newServer on a loopback listener until the test ends.
 // Options left zero get a 32 MiB limit, the fixed clock and an always-ready
 // switch. The logger writes JSON to the returned sink.
-func newTestServer(t *testing.T, opts serverOptions) (*httptest.Server, *logSink) {
+func newTestServer(t *testing.T, opts serverOptions) (*httptest.Server, *testutil.LogSink) {
 	t.Helper()
 	if opts.maxRequestBytes == 0 {
 		opts.maxRequestBytes = 32 << 20
@@ -110,7 +38,7 @@ func newTestServer(t *testing.T, opts serverOptions) (*httptest.Server, *logSink
 	if opts.ready == nil {
 		opts.ready = func() bool { return true }
 	}
-	sink := newLogSink()
+	sink := testutil.NewLogSink()
 	logger := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewServer(newServer(logger, opts))
 	t.Cleanup(srv.Close)
@@ -668,7 +596,7 @@ func TestRecoverPanics(t *testing.T) {
 	body := testutil.LoadCapture(t, "v2/0005-sync.json").Request
 	var panicWith atomic.Pointer[any] // what the clock panics with; nil: it does not
 	panicOn := func(v any) { panicWith.Store(&v) }
-	sink := newLogSink()
+	sink := testutil.NewLogSink()
 	m := newMetrics()
 	srv := httptest.NewServer(newServer(slog.New(slog.NewJSONHandler(sink, nil)), serverOptions{
 		maxRequestBytes: 1 << 20,
@@ -716,7 +644,7 @@ func TestRecoverPanics(t *testing.T) {
 
 	srv.Close() // waits for the handlers, and so for their log lines
 	var panics []map[string]any
-	for _, l := range sink.lines(t) {
+	for _, l := range sink.Lines(t) {
 		if l["msg"] == "panic in hook call" {
 			panics = append(panics, l)
 		}
@@ -807,7 +735,7 @@ func TestCallLog(t *testing.T) {
 			post(t, srv.Client(), srv.URL+tt.path, tt.body)
 			srv.Close() // waits for the handler, and so for its log line
 
-			lines := sink.lines(t)
+			lines := sink.Lines(t)
 			if len(lines) != 1 {
 				t.Fatalf("got %d log lines, want 1:\n%s", len(lines), sink.String())
 			}

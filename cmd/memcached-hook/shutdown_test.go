@@ -136,7 +136,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	// in full. It is made on the hook's word that the delay began, not by
 	// the callers above: under load their calls in flight can outlast
 	// the delay, and then none of them begins inside it.
-	h.stdout.waitFor(t, "shutting down", h.exited)
+	h.stdout.WaitFor(t, "shutting down", h.exited)
 	if outcome, why := shutdownCall(context.Background(), &http.Client{Transport: &http.Transport{}}, url, body); outcome != answered {
 		t.Errorf("a call made when the shutdown delay began was not answered (%s), want calls served during --shutdown-delay", map[callOutcome]string{refused: "refused", broken: why}[outcome])
 	}
@@ -153,7 +153,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		conn.Close()
 		t.Errorf("%s still accepts connections after run returned", h.addr)
 	}
-	for _, l := range h.stdout.lines(t) {
+	for _, l := range h.stdout.Lines(t) {
 		if l["level"] == "ERROR" {
 			t.Errorf("error logged: %v", l)
 		}

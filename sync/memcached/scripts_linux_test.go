@@ -412,10 +412,10 @@ func TestReloadScript(t *testing.T) {
 				if step.version != "" {
 					publish(step.version, step.users)
 				}
-				if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Contains(logged(), step.wantLog) }) {
+				if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(logged(), step.wantLog) }) {
 					t.Fatalf("%s: the reload did not log %q:\n%s", step.name, step.wantLog, logged())
 				}
-				if !dataplane.WaitFor(5*time.Second, func() bool { return tc.check(t, dir, step.wantPassword) }) {
+				if !testutil.Poll(5*time.Second, func() bool { return tc.check(t, dir, step.wantPassword) }) {
 					t.Errorf("%s: password %q is not in use", step.name, step.wantPassword)
 				}
 			}

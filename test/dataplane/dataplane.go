@@ -7,41 +7,31 @@
 // checkout; test/clients starts the real clients that use them.
 //
 // memcached comes from the environment make test sets (MEMCACHED_BIN,
-// memcached 1.6.45). Without it a test skips naming it, or fails when CI
-// is set.
+// memcached 1.6.45), and runs as test/memcachedtest starts it. Without it
+// a test skips naming it, or fails when CI is set.
 package dataplane
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
-
-// EnvMemcached names memcached 1.6.45's program.
-const EnvMemcached = "MEMCACHED_BIN"
 
 // Port is memcached's, on every Pod.
 const Port = 11211
 
 // Memcached is a memcached process standing in for a Pod.
 type Memcached struct {
-	IP   string
-	cmd  *exec.Cmd
-	out  *testutil.LockedBuffer
-	done chan struct{}
+	*memcachedtest.Server
 }
 
 // StartMemcached starts memcached on ip:11211 with args (beside -p and
@@ -50,94 +40,7 @@ type Memcached struct {
 // when the test ends.
 func StartMemcached(t testing.TB, ip string, args ...string) *Memcached {
 	t.Helper()
-	bin := testutil.Program(t, EnvMemcached, "memcached 1.6.45")
-	argv := append([]string{"-p", fmt.Sprint(Port), "-l", ip, "-U", "0"}, args...)
-	if os.Geteuid() == 0 {
-		argv = append(argv, "-u", "nobody")
-	}
-	m := &Memcached{IP: ip, out: &testutil.LockedBuffer{}, done: make(chan struct{})}
-	m.cmd = exec.Command(bin, argv...)
-	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-	m.cmd.SysProcAttr = sysProcAttr()
-	if err := m.cmd.Start(); err != nil {
-		t.Fatalf("dataplane: starting memcached on %s: %v", ip, err)
-	}
-	go func() { _ = m.cmd.Wait(); close(m.done) }()
-	t.Cleanup(m.Kill)
-	deadline := time.Now().Add(10 * time.Second)
-	why := "nothing answers there"
-	for {
-		if c, err := net.DialTimeout("tcp", m.Addr(), time.Second); err == nil {
-			c.Close()
-			ours, err := testutil.Listens(m.cmd.Process.Pid, m.Addr())
-			if ours {
-				return m
-			}
-			why = "another process answers there"
-			if err != nil {
-				why = "cannot tell which process answers there: " + err.Error()
-			}
-		}
-		select {
-		case <-m.done:
-			t.Fatalf("dataplane: memcached on %s exited: %s", ip, m.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dataplane: memcached on %s does not answer: %s; it wrote: %s", ip, why, m.out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// Addr is the Pod's ip:11211.
-func (m *Memcached) Addr() string { return net.JoinHostPort(m.IP, fmt.Sprint(Port)) }
-
-// Kill ends memcached at once, as a Pod lost without grace.
-func (m *Memcached) Kill() {
-	if m.cmd.Process != nil {
-		_ = m.cmd.Process.Kill()
-	}
-	<-m.done
-}
-
-// Freeze stops memcached with SIGSTOP, to cut it off while it still runs:
-// it keeps its items and answers nothing, while the kernel still accepts
-// connections to its address and takes the bytes sent on them, which
-// memcached reads once thawed (Thaw). A client that gives up on it
-// (a read timeout) closes its connection; the requests it had sent are
-// still served when memcached runs again, as a network cut that heals
-// before TCP gives up delivers them, and the ones it sends after giving
-// up never reach it.
-func (m *Memcached) Freeze(t testing.TB) {
-	t.Helper()
-	m.signal(t, freezeSignal)
-}
-
-// Thaw resumes a memcached Freeze stopped (SIGCONT).
-func (m *Memcached) Thaw(t testing.TB) {
-	t.Helper()
-	m.signal(t, thawSignal)
-}
-
-func (m *Memcached) signal(t testing.TB, sig os.Signal) {
-	t.Helper()
-	if sig == nil {
-		t.Fatalf("dataplane: cannot stop or resume a process on this system")
-	}
-	if err := m.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("dataplane: memcached on %s: %v: %v", m.IP, sig, err)
-	}
-}
-
-// Running tells whether the process still runs.
-func (m *Memcached) Running() bool {
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
+	return &Memcached{memcachedtest.Start(t, memcachedtest.Config{IP: ip, Port: Port, Args: args})}
 }
 
 // Keys returns how many of keys this memcached holds, asked directly.
@@ -150,23 +53,9 @@ func (m *Memcached) Keys(t testing.TB, keys []string) int {
 // key at a time), in keys' order.
 func (m *Memcached) Held(t testing.TB, keys []string) []string {
 	t.Helper()
-	c := mustDial(t, m.Addr(), 30*time.Second)
+	c := memcachedtest.Dial(t, m.Addr())
 	defer c.Close()
-	r := bufio.NewReader(c)
-	var held []string
-	for _, k := range keys {
-		if _, err := fmt.Fprintf(c, "mg %s\r\n", k); err != nil {
-			t.Fatal(err)
-		}
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("dataplane: %s: %v", m.Addr(), err)
-		}
-		if strings.HasPrefix(line, "HD") {
-			held = append(held, k)
-		}
-	}
-	return held
+	return c.Held(keys)
 }
 
 // Agent is memcached-agent built from this checkout, running.
@@ -272,85 +161,7 @@ func (a *Agent) PID() int { return a.cmd.Process.Pid }
 // Log is what the agent logged so far.
 func (a *Agent) Log() string { return a.out.String() }
 
-// dial connects to addr for one exchange, which must be over within d.
-func dial(addr string, d time.Duration) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	_ = c.SetDeadline(time.Now().Add(d))
-	return c, nil
-}
-
-// mustDial is dial for t, which it fails when addr does not answer.
-func mustDial(t testing.TB, addr string, d time.Duration) net.Conn {
-	t.Helper()
-	c, err := dial(addr, d)
-	if err != nil {
-		t.Fatalf("dataplane: %s: %v", addr, err)
-	}
-	return c
-}
-
-// Stats asks addr (a memcached, or the proxy) for its stats, on a
-// connection of its own that it closes.
-func Stats(addr string) (map[string]string, error) {
-	c, err := dial(addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "stats\r\n"); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return nil, fmt.Errorf("stats of %s: %w", addr, err)
-		}
-		if line == "END\r\n" {
-			return out, nil
-		}
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "STAT" {
-			out[f[1]] = f[2]
-		}
-	}
-}
-
 // ConfigGetCluster asks an endpoint for its list, as clients do.
 func ConfigGetCluster(addr string) (string, error) {
-	c, err := dial(addr, 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "config get cluster\r\n"); err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		b.WriteString(line)
-		if err != nil {
-			return b.String(), err
-		}
-		if line == "END\r\n" || strings.HasPrefix(line, "SERVER_ERROR") || strings.HasPrefix(line, "ERROR") {
-			return b.String(), nil
-		}
-	}
-}
-
-// WaitFor polls f every 20 ms until it holds or timeout passes.
-func WaitFor(timeout time.Duration, f func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for !f() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
+	return memcachedtest.Ask(addr, "config get cluster\r\n")
 }

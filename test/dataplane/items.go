@@ -1,49 +1,39 @@
 package dataplane
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/example/memcached-operator/test/memcachedtest"
 )
 
 // Values returns the value this memcached holds for each of keys it holds,
 // asked directly (mg with v, pipelined: one write, then the answers).
 func (m *Memcached) Values(t testing.TB, keys []string) map[string]string {
 	t.Helper()
-	c := mustDial(t, m.Addr(), 60*time.Second)
+	c := memcachedtest.Dial(t, m.Addr())
 	defer c.Close()
 	errc := make(chan error, 1)
 	go func() {
-		w := bufio.NewWriterSize(c, 64<<10)
+		var req strings.Builder
 		for _, k := range keys {
-			fmt.Fprintf(w, "mg %s v\r\n", k)
+			fmt.Fprintf(&req, "mg %s v\r\n", k)
 		}
-		errc <- w.Flush()
+		errc <- c.Send(req.String())
 	}()
-	r := bufio.NewReaderSize(c, 64<<10)
 	out := map[string]string{}
 	for _, k := range keys {
-		line, err := r.ReadString('\n')
+		got, err := c.Answer()
 		if err != nil {
-			t.Fatalf("dataplane: %s: %v", m.Addr(), err)
+			t.Fatalf("dataplane: %v", err)
 		}
-		switch {
-		case strings.HasPrefix(line, "VA "):
-			var n int
-			if _, err := fmt.Sscanf(line, "VA %d", &n); err != nil {
-				t.Fatalf("dataplane: %s: %q", m.Addr(), line)
-			}
-			buf := make([]byte, n+2)
-			if _, err := io.ReadFull(r, buf); err != nil {
-				t.Fatalf("dataplane: %s: %v", m.Addr(), err)
-			}
-			out[k] = string(buf[:n])
-		case line == "EN\r\n":
+		switch head, value, _ := strings.Cut(got, "\r\n"); {
+		case strings.HasPrefix(head, "VA "):
+			out[k] = strings.TrimSuffix(value, "\r\n")
+		case got == "EN\r\n":
 		default:
-			t.Fatalf("dataplane: %s answered mg %s with %q", m.Addr(), k, line)
+			t.Fatalf("dataplane: %s answered mg %s with %q", m.Addr(), k, got)
 		}
 	}
 	if err := <-errc; err != nil {
@@ -55,7 +45,7 @@ func (m *Memcached) Values(t testing.TB, keys []string) map[string]string {
 // Set stores key=value in this memcached, directly.
 func (m *Memcached) Set(t testing.TB, key, value string) {
 	t.Helper()
-	got, err := Ask(m.Addr(), fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value))
+	got, err := memcachedtest.Ask(m.Addr(), fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value))
 	if err != nil || got != "STORED\r\n" {
 		t.Fatalf("dataplane: set %s on %s: %q, %v", key, m.Addr(), got, err)
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,17 +47,14 @@ func TestStaleReads(t *testing.T) {
 // returns them all; it fails the test if they do not within a minute.
 func waitCounts(t *testing.T, load *Load, before Counts, ok func(Counts) bool) Counts {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		c := load.Counts()
-		if ok(c.Sub(before)) {
-			return c
+	var c Counts
+	testutil.EventuallyEvery(t, time.Minute, 10*time.Millisecond, func() error {
+		if c = load.Counts(); !ok(c.Sub(before)) {
+			return fmt.Errorf("counts since %+v: %+v", before, c.Sub(before))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts since %+v: %+v after a minute", before, c.Sub(before))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return c
 }
 
 // TestRate checks that a load with a Rate sends no more requests than its

@@ -1,13 +1,10 @@
 package dataplane
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -94,10 +92,7 @@ type Proxy struct {
 	IP       string
 	PoolFile string
 	setup    ProxySetup
-	cmd      *exec.Cmd
-	out      *testutil.LockedBuffer
-	done     chan struct{}
-	state    *os.ProcessState
+	server   *memcachedtest.Server
 }
 
 // ReadableDir returns a new directory that memcached can read however it
@@ -120,13 +115,12 @@ func ReadableDir(t testing.TB) string {
 // request). It is killed when the test ends.
 func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
 	t.Helper()
-	bin := testutil.Program(t, EnvMemcached, "memcached 1.6.45")
 	dir := ReadableDir(t)
 	config := filepath.Join(dir, "config.lua")
 	if err := os.WriteFile(config, []byte(setup.Config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{IP: ip, PoolFile: filepath.Join(dir, "pool"), setup: setup, out: &testutil.LockedBuffer{}, done: make(chan struct{})}
+	p := &Proxy{IP: ip, PoolFile: filepath.Join(dir, "pool"), setup: setup}
 	var args []string
 	for _, a := range setup.Args {
 		// -o proxy_config=routelib,proxy_arg=/etc/memcached-proxy/config.lua
@@ -140,47 +134,23 @@ func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
 		}
 		args = append(args, a)
 	}
-	args = append(args, "-l", ip, "-U", "0")
-	if os.Geteuid() == 0 {
-		args = append(args, "-u", "nobody")
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = os.Environ()
+	var env []string
 	for k, v := range setup.Env {
 		if k == "MEMCACHED_PROXY_POOL_FILE" {
 			v = p.PoolFile
 		}
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+		env = append(env, k+"="+v)
 	}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = sysProcAttr()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("dataplane: starting the proxy: %v", err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if p.cmd.Process != nil {
-			_ = p.cmd.Process.Kill()
-		}
-		<-p.done
-		if t.Failed() {
-			t.Logf("dataplane: the proxy's output:\n%s", p.out.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Alive() != nil {
+	p.server = memcachedtest.Start(t, memcachedtest.Config{IP: ip, Port: Port, Args: args, Env: env, What: "the proxy"})
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if exited, how := p.Exited(); exited {
-			t.Fatalf("dataplane: the proxy exited (%s): %s", how, p.out.String())
+			t.Fatalf("dataplane: the proxy exited (%s): %s", how, p.Log())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dataplane: the proxy does not answer: %v: %s", p.Alive(), p.out.String())
+		if err := p.Alive(); err != nil {
+			return fmt.Errorf("the proxy does not answer: %v: %s", err, p.Log())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	return p
 }
 
@@ -188,26 +158,17 @@ func StartProxy(t testing.TB, ip string, setup ProxySetup) *Proxy {
 func (p *Proxy) Addr() string { return net.JoinHostPort(p.IP, fmt.Sprint(Port)) }
 
 // PID is the proxy's process ID.
-func (p *Proxy) PID() int { return p.cmd.Process.Pid }
+func (p *Proxy) PID() int { return p.server.PID() }
 
-// Exited tells whether the proxy ended, and how, from the process's own
-// wait status: its parent reaped it, so a zombie counts as ended (kill -0
-// on a zombie succeeds).
-func (p *Proxy) Exited() (bool, string) {
-	select {
-	case <-p.done:
-		return true, p.state.String()
-	default:
-		return false, ""
-	}
-}
+// Exited tells whether the proxy ended, and how (Server.Exited).
+func (p *Proxy) Exited() (bool, string) { return p.server.Exited() }
 
 // Alive returns nil when the proxy has not exited and answers version.
 func (p *Proxy) Alive() error {
 	if exited, how := p.Exited(); exited {
 		return fmt.Errorf("the proxy exited: %s", how)
 	}
-	got, err := Ask(p.Addr(), "version\r\n")
+	got, err := memcachedtest.Ask(p.Addr(), "version\r\n")
 	if err != nil {
 		return err
 	}
@@ -220,7 +181,7 @@ func (p *Proxy) Alive() error {
 // Stats returns the proxy's own stats (proxy_config_reloads, ...).
 func (p *Proxy) Stats(t testing.TB) map[string]string {
 	t.Helper()
-	out, err := Stats(p.Addr())
+	out, err := memcachedtest.Stats(p.Addr())
 	if err != nil {
 		t.Fatalf("dataplane: the proxy's stats: %v", err)
 	}
@@ -228,7 +189,7 @@ func (p *Proxy) Stats(t testing.TB) map[string]string {
 }
 
 // Log is what the proxy printed so far (proxy.lua logs to stderr).
-func (p *Proxy) Log() string { return p.out.String() }
+func (p *Proxy) Log() string { return p.server.Output() }
 
 // AgentArgs are the hook's arguments for the agent beside the proxy, with
 // the pool file this proxy reads and without the admin address (StartAgent
@@ -245,37 +206,6 @@ func (p *Proxy) AgentArgs() []string {
 		args = append(args, a)
 	}
 	return args
-}
-
-// Ask sends line on a new connection and returns the first line of the
-// answer, or the whole answer up to END for a get, a VA for an mg.
-func Ask(addr, line string) (string, error) {
-	c, err := dial(addr, 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, line); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(c)
-	var b strings.Builder
-	for {
-		l, err := r.ReadString('\n')
-		b.WriteString(l)
-		if err != nil {
-			return b.String(), err
-		}
-		switch {
-		case strings.HasPrefix(b.String(), "VALUE "):
-			if l == "END\r\n" {
-				return b.String(), nil
-			}
-		case strings.HasPrefix(b.String(), "VA ") && strings.Count(b.String(), "\r\n") < 2:
-		default:
-			return b.String(), nil
-		}
-	}
 }
 
 // ExpectedPool is the pool file the agent must write for a slot table,

@@ -15,6 +15,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/playground"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // slotStatus is the part of a Memcached's status the data plane reads.
@@ -138,16 +139,13 @@ func testAgentOnLoopback(s *scenario) {
 	timeToServe := func(step string, change func()) {
 		s.t.Helper()
 		v, seen := s.slotTableChange(name, step, statusVersion, change)
-		for {
-			if got, _, err := servedList(agent.Addr); err == nil && got >= v {
-				record(s.t, "status-to-agent/"+step, time.Since(seen), "")
-				return
+		testutil.EventuallyEvery(s.t, time.Until(seen.Add(convergeTimeout)), 5*time.Millisecond, func() error {
+			if got, _, err := servedList(agent.Addr); err != nil || got < v {
+				return fmt.Errorf("%s: the agent never served version %d (%d, %v)", step, v, got, err)
 			}
-			if time.Since(seen) > convergeTimeout {
-				s.t.Fatalf("%s: the agent never served version %d", step, v)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
+		record(s.t, "status-to-agent/"+step, time.Since(seen), "")
 	}
 	check("first list", 3)
 

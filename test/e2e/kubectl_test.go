@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // Polling and waiting. Waits follow kubectl get --watch and re-check at
@@ -135,20 +137,15 @@ func (s *scenario) getJSON(into any, args ...string) {
 }
 
 // poll calls check every pollInterval until it passes, failing the test
-// with check's last error after timeout.
+// with check's last error after timeout (testutil.Eventually).
 func (s *scenario) poll(what string, timeout time.Duration, check func() error) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
+	testutil.EventuallyEvery(s.t, timeout, pollInterval, func() error {
+		if err := check(); err != nil {
+			return fmt.Errorf("%s: still not so: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: still not so after %s: %v", what, timeout, err)
-		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // watchEvent is one line of kubectl get --watch --output-watch-events.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // testProxyOnLoopback creates a Memcached with spec.proxy and checks that
@@ -174,18 +175,15 @@ func testProxyOnLoopback(s *scenario) {
 	timeToPool := func(step string, change func()) {
 		s.t.Helper()
 		v, seen := s.slotTableChange(name, step, version, change)
-		for {
+		testutil.EventuallyEvery(s.t, time.Until(seen.Add(convergeTimeout)), 5*time.Millisecond, func() error {
 			b, _ := os.ReadFile(poolFile)
 			var got int64
-			if _, err := fmt.Sscanf(string(b), "version %d\n", &got); err == nil && got >= v {
-				record(s.t, "status-to-pool/"+step, time.Since(seen), "")
-				return
+			if _, err := fmt.Sscanf(string(b), "version %d\n", &got); err != nil || got < v {
+				return fmt.Errorf("%s: the pool file never took version %d: %q", step, v, b)
 			}
-			if time.Since(seen) > convergeTimeout {
-				s.t.Fatalf("%s: the pool file never took version %d", step, v)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
+		record(s.t, "status-to-pool/"+step, time.Since(seen), "")
 	}
 	check("first pool", 3)
 	timeToPool("scale-3-to-5", func() { s.kubectl("scale", "memcached/"+name, "--replicas=5") })

@@ -74,7 +74,7 @@ func TestGrowth(t *testing.T) {
 			// The scale-up runs until every Grown hand-off ended, and 10 s
 			// at least, so that the runs with and without keepWarm are
 			// measured over windows alike.
-			if !dataplane.WaitFor(60*time.Second, func() bool {
+			if !testutil.Poll(60*time.Second, func() bool {
 				// The reports are those the sync took in: the one that
 				// ends an entry carried its last report (the agent
 				// forgets it once the entry is gone).
@@ -163,7 +163,7 @@ func TestGrowThenShrink(t *testing.T) {
 	s := sample(t, "keepwarm/3-to-4-to-3", load)
 	before, during, stale := ratioOf(load, func() {
 		k.grow(spec(4), k.startPods(1))
-		if !dataplane.WaitFor(60*time.Second, func() bool { return len(k.publish().Handoffs) == 0 }) {
+		if !testutil.Poll(60*time.Second, func() bool { return len(k.publish().Handoffs) == 0 }) {
 			t.Fatalf("the Grown hand-offs did not end: %+v", k.c.Status().Handoffs)
 		}
 		// The added Pod takes writes for a while: 5 % of 20,000 keys a

@@ -41,6 +41,7 @@ import (
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/clients"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/pod"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -117,7 +118,7 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 		// The agent beside the proxy, as the hook writes it.
 		k.proxy = dataplane.StartProxy(t, proxyIP, k.c.ProxySetup(t))
 		dataplane.StartAgent(t, append(k.proxy.AgentArgs(), k.follow()...)...)
-		if !dataplane.WaitFor(10*time.Second, func() bool {
+		if !testutil.Poll(10*time.Second, func() bool {
 			b, err := os.ReadFile(k.proxy.PoolFile)
 			return err == nil && string(b) == dataplane.ExpectedPool(k.c.Status().SlotTable)
 		}) {
@@ -195,7 +196,7 @@ func (k *cluster) probes(before, table v1alpha1.SlotTable) map[string]string {
 		value := fmt.Sprintf("v%d", table.Version)
 		// A minute: the probes are not the load's, and go with it.
 		addr := net.JoinHostPort(e.IP, fmt.Sprint(dataplane.Port))
-		if got, err := dataplane.Ask(addr, fmt.Sprintf("set %s 0 60 %d\r\n%s\r\n", key, len(value), value)); err != nil || got != "STORED\r\n" {
+		if got, err := memcachedtest.Ask(addr, fmt.Sprintf("set %s 0 60 %d\r\n%s\r\n", key, len(value), value)); err != nil || got != "STORED\r\n" {
 			k.t.Fatalf("storing the probe %s on %s (slot %d): %q %v", key, addr, i, got, err)
 		}
 		out[key] = value
@@ -208,9 +209,9 @@ func (k *cluster) probes(before, table v1alpha1.SlotTable) map[string]string {
 func routed(addr string, probes map[string]string, within time.Duration) (time.Duration, error) {
 	start := time.Now()
 	var last string
-	if dataplane.WaitFor(within, func() bool {
+	if testutil.Poll(within, func() bool {
 		for key, value := range probes {
-			got, err := dataplane.Ask(addr, "get "+key+"\r\n")
+			got, err := memcachedtest.Ask(addr, "get "+key+"\r\n")
 			if err != nil || !strings.Contains(got, "\r\n"+value+"\r\n") {
 				last = fmt.Sprintf("get %s: %q %v", key, got, err)
 				return false
@@ -240,7 +241,7 @@ func (k *cluster) startIn(zone string) dataplane.Pod {
 	k.next++
 	p := pod.Run(k.t, tmpl, pod.Options{})
 	k.pods[name] = p
-	if !dataplane.WaitFor(10*time.Second, func() bool { _, err := dataplane.Ask(p.Addr(dataplane.Port), "version\r\n"); return err == nil }) {
+	if !testutil.Poll(10*time.Second, func() bool { _, err := memcachedtest.Ask(p.Addr(dataplane.Port), "version\r\n"); return err == nil }) {
 		k.t.Fatalf("Pod %s does not answer at %s", name, p.Addr(dataplane.Port))
 	}
 	return dataplane.Pod{Name: name, IP: p.IP(), Zone: zone, Ready: true}
@@ -513,7 +514,7 @@ func TestScaleDown(t *testing.T) {
 		t.Logf("shrink-1 left in %.1f s of preStop; its hand-off: %+v", preStop.Seconds(), report)
 		// The moved Pod's own hand-off (its old slot's keys) ends when
 		// the agent reports it Done.
-		if !dataplane.WaitFor(30*time.Second, func() bool { return handoffOf(k.publish(), "shrink-3") == nil }) {
+		if !testutil.Poll(30*time.Second, func() bool { return handoffOf(k.publish(), "shrink-3") == nil }) {
 			t.Errorf("the moved Pod's hand-off did not end: %+v", k.c.Status().Handoffs)
 		}
 		time.Sleep(2 * time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/pod"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -73,15 +74,15 @@ func newZoneCluster(t *testing.T, name, spec string, zones []string, size int, p
 	}
 	for z, p := range proxies {
 		var got []byte
-		if !dataplane.WaitFor(10*time.Second, func() bool { got, _ = os.ReadFile(p.PoolFile); return bytes.Equal(got, pool.Content) }) {
+		if !testutil.Poll(10*time.Second, func() bool { got, _ = os.ReadFile(p.PoolFile); return bytes.Equal(got, pool.Content) }) {
 			t.Fatalf("zone %s's agent wrote the pool\n%s\nwant\n%s", z, got, pool.Content)
 		}
 		// The proxy polls its pool file once a second, and answers with
 		// its placeholder (an error) until its workers route by it: a
 		// read answered from the zone (a miss) says they do.
 		var answer string
-		if !dataplane.WaitFor(10*time.Second, func() bool {
-			answer, _ = dataplane.Ask(p.Addr(), "mg zone-no-such-key v\r\n")
+		if !testutil.Poll(10*time.Second, func() bool {
+			answer, _ = memcachedtest.Ask(p.Addr(), "mg zone-no-such-key v\r\n")
 			return answer == "EN\r\n"
 		}) {
 			t.Fatalf("zone %s's proxy does not route by its first pool: a read answered %q\n%s", z, answer, p.Log())
@@ -141,7 +142,7 @@ func TestZoneRefill(t *testing.T) {
 	// zone stored it): the refill's source holds the slot's keys.
 	for _, z := range []string{"a", "b"} {
 		var held int
-		if !dataplane.WaitFor(10*time.Second, func() bool {
+		if !testutil.Poll(10*time.Second, func() bool {
 			held = 0
 			for _, p := range k.c.Pods {
 				if p.Zone == z {
@@ -178,7 +179,7 @@ func TestZoneRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	said := fmt.Sprintf("pool version %d: 2 zones, 6 slots, 1 down", pool.Version)
-	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Contains(proxies["a"].Log(), said) }) {
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(proxies["a"].Log(), said) }) {
 		t.Fatalf("zone a's proxy never said %q:\n%s", said, proxies["a"].Log())
 	}
 	next := k.startIn("a")
@@ -212,7 +213,7 @@ func TestZoneRefill(t *testing.T) {
 		}
 		return !switched.IsZero()
 	}
-	if !dataplane.WaitFor(120*time.Second, func() bool {
+	if !testutil.Poll(120*time.Second, func() bool {
 		routes()
 		st := k.publish()
 		if p, ok := k.reports()[key]; ok {
@@ -224,7 +225,7 @@ func TestZoneRefill(t *testing.T) {
 	}
 	took := time.Since(tookSlot)
 	b3 := load.Counts()
-	if !dataplane.WaitFor(30*time.Second, routes) {
+	if !testutil.Poll(30*time.Second, routes) {
 		t.Fatalf("zone a's proxy does not read slot %d from %s:\n%s", slot, next.Name, proxies["a"].Log())
 	}
 	// After: as long a window as before the loss.
@@ -296,7 +297,7 @@ func probeOn(t *testing.T, p dataplane.Pod, slot, size int) string {
 		}
 	}
 	addr := net.JoinHostPort(p.IP, fmt.Sprint(dataplane.Port))
-	if got, err := dataplane.Ask(addr, fmt.Sprintf("set %s 0 120 1\r\nv\r\n", key)); err != nil || got != "STORED\r\n" {
+	if got, err := memcachedtest.Ask(addr, fmt.Sprintf("set %s 0 120 1\r\nv\r\n", key)); err != nil || got != "STORED\r\n" {
 		t.Fatalf("storing the probe %s on %s: %q %v", key, p.Name, got, err)
 	}
 	return key
@@ -304,7 +305,7 @@ func probeOn(t *testing.T, p dataplane.Pod, slot, size int) string {
 
 // reads tells whether proxy reads probe (probeOn's).
 func reads(proxy *dataplane.Proxy, probe string) bool {
-	got, _ := dataplane.Ask(proxy.Addr(), "get "+probe+"\r\n")
+	got, _ := memcachedtest.Ask(proxy.Addr(), "get "+probe+"\r\n")
 	return strings.Contains(got, "\r\nv\r\n")
 }
 
@@ -331,7 +332,7 @@ func refillLogged(t *testing.T, agents []*dataplane.Agent, source string) (int64
 // itemCount is the memcached at ip's curr_items.
 func itemCount(t *testing.T, ip string) int {
 	t.Helper()
-	got, err := dataplane.Stats(net.JoinHostPort(ip, fmt.Sprint(dataplane.Port)))
+	got, err := memcachedtest.Stats(net.JoinHostPort(ip, fmt.Sprint(dataplane.Port)))
 	if err != nil {
 		t.Fatalf("stats of %s: %v", ip, err)
 	}

@@ -57,7 +57,7 @@ func TestLivenessCheck(t *testing.T) {
 			if err := ctr.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			if !pod.WaitFor(10*time.Second, func() bool { return p.Probe("memcached", probe) }) {
+			if !testutil.Poll(10*time.Second, func() bool { return p.Probe("memcached", probe) }) {
 				t.Errorf("the liveness probe fails once memcached runs again")
 			}
 		})
@@ -73,7 +73,7 @@ func TestExporterReportsUp(t *testing.T) {
 	p := pod.Run(t, tmpl, pod.Options{})
 	dial(t, p, memcached.Port)
 	var metrics map[string]string
-	if !pod.WaitFor(20*time.Second, func() bool {
+	if !testutil.Poll(20*time.Second, func() bool {
 		metrics = scrape(t, p, memcached.ExporterPort)
 		return metrics["memcached_up"] == "1"
 	}) {
@@ -163,7 +163,7 @@ func TestMemoryLimitHolds(t *testing.T) {
 			held := holdConnections(t, p, n, wrap)
 			// The hash table grows once a second and keeps the old table
 			// until every item has moved: wait until it is done.
-			if !pod.WaitFor(30*time.Second, func() bool { return c.stats(t, "stats")["hash_is_expanding"] == "0" }) {
+			if !testutil.Poll(30*time.Second, func() bool { return c.stats(t, "stats")["hash_is_expanding"] == "0" }) {
 				t.Fatalf("the hash table is still growing after 30 s: the peak would not be the peak")
 			}
 			st := c.stats(t, "stats")

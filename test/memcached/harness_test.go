@@ -91,7 +91,7 @@ type client struct {
 func dial(t *testing.T, p *pod.Pod, port int) *client {
 	t.Helper()
 	var conn net.Conn
-	if !pod.WaitFor(20*time.Second, func() bool {
+	if !testutil.Poll(20*time.Second, func() bool {
 		var err error
 		conn, err = p.Dial(port)
 		return err == nil

@@ -23,7 +23,7 @@ import (
 func dialAddr(t *testing.T, addr string) *client {
 	t.Helper()
 	var conn net.Conn
-	if !pod.WaitFor(20*time.Second, func() bool {
+	if !testutil.Poll(20*time.Second, func() bool {
 		var err error
 		conn, err = net.DialTimeout("tcp", addr, 2*time.Second)
 		return err == nil

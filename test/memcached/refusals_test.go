@@ -11,6 +11,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/pod"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // TestRefusalsAreWhatMemcachedDoes runs, against the real programs, specs
@@ -40,7 +41,7 @@ func TestRefusalsAreWhatMemcachedDoes(t *testing.T) {
 			// not started yet.
 			waitListening(t, p, memcached.Port)
 			var metrics map[string]string
-			if !pod.WaitFor(20*time.Second, func() bool {
+			if !testutil.Poll(20*time.Second, func() bool {
 				metrics = scrape(t, p, memcached.ExporterPort)
 				return metrics["memcached_up"] != ""
 			}) {

@@ -54,7 +54,7 @@ func runSecured(t *testing.T, name, spec string, secrets map[string]map[string][
 // Pod.
 func waitListening(t *testing.T, p *pod.Pod, port int) {
 	t.Helper()
-	if !pod.WaitFor(20*time.Second, func() bool {
+	if !testutil.Poll(20*time.Second, func() bool {
 		conn, err := p.Dial(port)
 		if err == nil {
 			conn.Close()
@@ -162,7 +162,7 @@ func TestTLS(t *testing.T) {
 		}
 
 		var metrics map[string]string
-		if !pod.WaitFor(20*time.Second, func() bool {
+		if !testutil.Poll(20*time.Second, func() bool {
 			metrics = scrape(t, p, memcached.ExporterPort)
 			return metrics["memcached_up"] == "1"
 		}) {
@@ -272,7 +272,7 @@ func TestTLSRotation(t *testing.T) {
 	t.Run("a renewed certificate", func(t *testing.T) {
 		p.UpdateSecret("cache-tls", tlsSecret(t, ca, "cache renewed"))
 		var now *x509.Certificate
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			now = servedCert(t, p, client)
 			return now.SerialNumber.Cmp(first.SerialNumber) != 0
 		}) {
@@ -303,7 +303,7 @@ func TestTLSRotation(t *testing.T) {
 		mismatched := tlsSecret(t, ca, "cache mismatched")
 		mismatched["tls.key"] = tlsSecret(t, ca, "another")["tls.key"]
 		p.UpdateSecret("cache-tls", mismatched)
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			return strings.Contains(p.Container("reload").Output(), "not usable")
 		}) {
 			t.Fatalf("the reload sidecar did not refuse the update; its output:\n%s", p.Container("reload").Output())
@@ -323,7 +323,7 @@ func TestTLSRotation(t *testing.T) {
 		newCA := testutil.NewCA(t, "cache CA 2")
 		p.UpdateSecret("cache-tls", tlsSecret(t, newCA, "cache under CA 2"))
 		newClient := tlsConfig(newCA, newCA.ClientCert(t, "app"))
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			conn, err := dialTLS(p, newClient)
 			if conn != nil {
 				conn.Close()
@@ -502,7 +502,7 @@ func TestSASL(t *testing.T) {
 	t.Run("passwords rotated", func(t *testing.T) {
 		// Two lines for one user: both passwords work while clients move.
 		p.UpdateSecret("cache-users", usersSecret("app:third-password", "app:fourth-password"))
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			st, err := dialBinary(t, p, memcached.Port).login("app", "third-password")
 			return err == nil && st == statusOK
 		}) {
@@ -528,7 +528,7 @@ func TestSASL(t *testing.T) {
 	})
 	t.Run("an unusable update is not loaded", func(t *testing.T) {
 		p.UpdateSecret("cache-users", map[string][]byte{"users": []byte("app third-password\n")})
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			return strings.Contains(p.Container("reload").Output(), "not usable")
 		}) {
 			t.Fatalf("the reload sidecar did not refuse the update:\n%s", p.Container("reload").Output())
@@ -596,7 +596,7 @@ func TestASCIIAuth(t *testing.T) {
 	t.Run("passwords rotated", func(t *testing.T) {
 		// Two lines for one user: both passwords work while clients move.
 		p.UpdateSecret("cache-users", usersSecret("app:second-password", "app:third-password"))
-		if !pod.WaitFor(30*time.Second, func() bool {
+		if !testutil.Poll(30*time.Second, func() bool {
 			_, got := login("app", "second-password")
 			return got == "STORED"
 		}) {
@@ -639,7 +639,7 @@ func TestLivenessCheckSecured(t *testing.T) {
 			probe := tmpl.Spec.Containers[0].LivenessProbe
 			p := pod.Run(t, tmpl, pod.Options{Secrets: secrets})
 			waitListening(t, p, memcached.Port)
-			if !pod.WaitFor(10*time.Second, func() bool { return p.Probe("memcached", probe) }) {
+			if !testutil.Poll(10*time.Second, func() bool { return p.Probe("memcached", probe) }) {
 				t.Fatalf("the liveness probe fails on a serving memcached")
 			}
 			ctr := p.Container("memcached")

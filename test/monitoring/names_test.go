@@ -1,7 +1,6 @@
 package monitoring
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -36,19 +36,17 @@ func exporterNames(t *testing.T) []string {
 	bin := testutil.Program(t, "MEMCACHED_EXPORTER_BIN", "memcached_exporter (make memcached-exporter)")
 	ip := loopback.Lend(t)
 	m := dataplane.StartMemcached(t, ip, "-m", "16")
-	conn, err := net.DialTimeout("tcp", m.Addr(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "set k 0 0 1\r\nv\r\nget k\r\nget missing\r\n")
-	r := bufio.NewReader(conn)
-	for _, want := range []string{"STORED", "VALUE k 0 1", "v", "END", "END"} {
-		if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != want {
-			t.Fatalf("memcached answered %q, %v; want %q", line, err, want)
+	c := memcachedtest.Dial(t, m.Addr())
+	for _, x := range []struct{ req, want string }{
+		{"set k 0 0 1\r\nv\r\n", "STORED\r\n"},
+		{"get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n"},
+		{"get missing\r\n", "END\r\n"},
+	} {
+		if got := c.Do(x.req); got != x.want {
+			t.Fatalf("memcached answered %q with %q, want %q", x.req, got, x.want)
 		}
 	}
+	c.Close()
 
 	addr := net.JoinHostPort(ip, fmt.Sprint(exporterPort))
 	var out testutil.LockedBuffer
@@ -60,19 +58,17 @@ func exporterNames(t *testing.T) []string {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); ours {
-			break
-		}
+	testutil.Eventually(t, 10*time.Second, func() error {
 		select {
 		case <-done:
 			t.Fatalf("memcached_exporter exited: %s", out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memcached_exporter does not listen on %s: %s", addr, out.String())
+		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); !ours {
+			return fmt.Errorf("memcached_exporter does not listen on %s: %s", addr, out.String())
 		}
-	}
+		return nil
+	})
 	res, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

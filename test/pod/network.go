@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // The Pods' network. Each Pod gets a veth pair: its host end, named
@@ -289,7 +291,7 @@ func (n *network) remove() error {
 // meant to stay).
 func (n *network) leftovers(timeout time.Duration) []string {
 	var left []string
-	WaitFor(timeout, func() bool {
+	testutil.Poll(timeout, func() bool {
 		left = nil
 		if n.exists() {
 			left = append(left, fmt.Sprintf("interface %s (index %d)", n.iface, n.ifindex))

@@ -63,7 +63,7 @@ func waitVersion(t *testing.T, addr string) string {
 	t.Helper()
 	var got string
 	var err error
-	if !WaitFor(20*time.Second, func() bool {
+	if !testutil.Poll(20*time.Second, func() bool {
 		got, err = version(addr)
 		return err == nil
 	}) {
@@ -315,7 +315,7 @@ func checkGone(t *testing.T, n *network, pid int) {
 	if left := n.leftovers(10 * time.Second); len(left) > 0 {
 		t.Errorf("left on the machine: %s", strings.Join(left, "; "))
 	}
-	if !WaitFor(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		return err != nil || filepath.Base(exe) != filepath.Base(os.Getenv(EnvMemcached))
 	}) {

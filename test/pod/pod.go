@@ -49,7 +49,6 @@ package pod
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -884,22 +883,6 @@ func (p *Pod) logOutput() {
 	defer p.mu.Unlock()
 	for name, c := range p.containers {
 		p.t.Logf("pod: ---- container %s (%v) ----\n%s", name, c.proc.cmd.Args, c.Output())
-	}
-}
-
-// WaitFor polls f until it holds or timeout passes.
-func WaitFor(timeout time.Duration, f func() bool) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		if f() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(50 * time.Millisecond):
-		}
 	}
 }
 

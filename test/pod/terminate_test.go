@@ -55,7 +55,7 @@ func waitReady(t *testing.T, p *Pod, containers []corev1.Container) {
 			waitVersion(t, p.Addr(11211))
 			continue
 		}
-		if !WaitFor(10*time.Second, func() bool { return strings.Contains(p.Container(c.Name).Output(), "ready") }) {
+		if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(p.Container(c.Name).Output(), "ready") }) {
 			t.Fatalf("container %s is not ready: %q", c.Name, p.Container(c.Name).Output())
 		}
 	}

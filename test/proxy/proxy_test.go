@@ -41,6 +41,7 @@ import (
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/clients"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -56,7 +57,7 @@ const keyCount = 10000
 
 // fixture is the Memcached, its Pods, the proxy, the agent and the client.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	c       *dataplane.Cluster
 	servers map[string]*dataplane.Memcached // by IP
 	proxy   *dataplane.Proxy
@@ -120,7 +121,7 @@ func (f *fixture) waitPool(step string, table v1alpha1.SlotTable) {
 	f.t.Helper()
 	want := dataplane.ExpectedPool(table)
 	var got []byte
-	if !dataplane.WaitFor(10*time.Second, func() bool { got, _ = os.ReadFile(f.proxy.PoolFile); return string(got) == want }) {
+	if !testutil.Poll(10*time.Second, func() bool { got, _ = os.ReadFile(f.proxy.PoolFile); return string(got) == want }) {
 		f.t.Fatalf("%s: the pool file holds\n%s\nwant\n%s", step, got, want)
 	}
 }
@@ -158,22 +159,21 @@ func (f *fixture) change(step string, edit func()) v1alpha1.SlotTable {
 		f.t.Fatalf("%s: the hook answered two tables for one cluster:\n%s\n%s", step, dataplane.ExpectedPool(next), dataplane.ExpectedPool(after))
 	}
 	timed := to != "" || (from != "" && f.servers[from].Running())
-	deadline := renamed.Add(10 * time.Second)
-	for probe != "" {
-		got, err := dataplane.Ask(f.proxy.Addr(), "get "+probe+"\r\n")
-		if err == nil && (to != "" && strings.Contains(got, "\r\n"+value+"\r\n") || to == "" && strings.HasPrefix(got, "SERVER_ERROR")) {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s: the proxy does not route %s to %q within 10 s of the rename: %q, %v\nproxy:\n%s", step, probe, to, got, err, f.proxy.Log())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if probe != "" {
+		// Within 10 s of the rename, not of now.
+		testutil.EventuallyEvery(f.t, time.Until(renamed.Add(10*time.Second)), 5*time.Millisecond, func() error {
+			got, err := memcachedtest.Ask(f.proxy.Addr(), "get "+probe+"\r\n")
+			if err == nil && (to != "" && strings.Contains(got, "\r\n"+value+"\r\n") || to == "" && strings.HasPrefix(got, "SERVER_ERROR")) {
+				return nil
+			}
+			return fmt.Errorf("%s: the proxy does not route %s to %q within 10 s of the rename: %q, %v\nproxy:\n%s", step, probe, to, got, err, f.proxy.Log())
+		})
 	}
 	if timed && probe != "" {
 		testutil.Benchmark("BenchmarkProxyPoolSwitch/"+step, "%.3f s", time.Since(renamed).Seconds())
 	}
 	f.waitPool(step, after)
-	if !dataplane.WaitFor(10*time.Second, func() bool { return f.proxy.Stats(f.t)["proxy_config_reloads"] != reloads }) {
+	if !testutil.Poll(10*time.Second, func() bool { return f.proxy.Stats(f.t)["proxy_config_reloads"] != reloads }) {
 		f.t.Fatalf("%s: the proxy did not reload", step)
 	}
 	f.alive(step)
@@ -192,7 +192,7 @@ func (f *fixture) waitCron(step string, n int) {
 		return v
 	}
 	from := runs()
-	if !dataplane.WaitFor(time.Duration(n)*time.Second+10*time.Second, func() bool { return runs() >= from+n }) {
+	if !testutil.Poll(time.Duration(n)*time.Second+10*time.Second, func() bool { return runs() >= from+n }) {
 		f.t.Fatalf("%s: the proxy's cron did not run %d times (proxy_config_cron_runs %d)\n%s", step, n, runs(), f.proxy.Log())
 	}
 }
@@ -312,7 +312,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 	f.proxy = dataplane.StartProxy(t, proxyIP, f.c.ProxySetup(t))
 	f.agent = dataplane.StartAgent(t, append(f.proxy.AgentArgs(), "--namespace=shop", "--from-file="+f.file, "--shutdown-delay=0s")...)
 	f.waitPool("first pool", table)
-	if !dataplane.WaitFor(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		return strings.Contains(f.proxy.Log(), fmt.Sprintf("pool version %d: 3 slots, 0 down", table.Version))
 	}) {
 		t.Fatalf("the proxy never took the first pool:\n%s", f.proxy.Log())
@@ -406,7 +406,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		name := fmt.Sprintf(`memcached_agent_pool_refused_total{reason=%q}`, bad.reason)
 		was := metric(t, f.agent.Admin, name)
 		bad.write()
-		if !dataplane.WaitFor(10*time.Second, func() bool { return metric(t, f.agent.Admin, name) != was }) {
+		if !testutil.Poll(10*time.Second, func() bool { return metric(t, f.agent.Admin, name) != was }) {
 			t.Fatalf("%s: the agent did not refuse it (%s %s)", bad.name, name, was)
 		}
 	}
@@ -443,7 +443,7 @@ func TestProxyFollowsTheSlotTable(t *testing.T) {
 		t.Errorf("with every slot down the client gets %v, want no hit", res)
 	}
 	for _, k := range f.keys[:20] {
-		if got, err := dataplane.Ask(f.proxy.Addr(), "get "+k+"\r\n"); !strings.HasPrefix(got, "SERVER_ERROR") {
+		if got, err := memcachedtest.Ask(f.proxy.Addr(), "get "+k+"\r\n"); !strings.HasPrefix(got, "SERVER_ERROR") {
 			t.Errorf("with every slot down, get %s through the proxy: %q, %v; want SERVER_ERROR", k, got, err)
 		}
 	}

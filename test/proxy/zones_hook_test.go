@@ -17,6 +17,7 @@ import (
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/procnet"
 	"github.com/example/memcached-operator/test/testutil"
 )
@@ -98,8 +99,8 @@ func newHookZones(t *testing.T) *hookZones {
 	// it: ask until a read is answered from the zone (a miss).
 	for _, z := range f.zones {
 		var got string
-		if !dataplane.WaitFor(10*time.Second, func() bool {
-			got, _ = dataplane.Ask(f.proxies[z].Addr(), "mg hz-no-such-key v\r\n")
+		if !testutil.Poll(10*time.Second, func() bool {
+			got, _ = memcachedtest.Ask(f.proxies[z].Addr(), "mg hz-no-such-key v\r\n")
 			return got == "EN\r\n"
 		}) {
 			t.Fatalf("zone %s's proxy does not route by its first pool: a read answered %q", z, got)
@@ -145,10 +146,10 @@ func (f *hookZones) waitPool(step string, pool *contract.Pool) {
 	for _, z := range f.zones {
 		p := f.proxies[z]
 		var got []byte
-		if !dataplane.WaitFor(10*time.Second, func() bool { got, _ = os.ReadFile(p.PoolFile); return bytes.Equal(got, pool.Content) }) {
+		if !testutil.Poll(10*time.Second, func() bool { got, _ = os.ReadFile(p.PoolFile); return bytes.Equal(got, pool.Content) }) {
 			f.t.Fatalf("%s: zone %s's agent wrote\n%s\nwant\n%s", step, z, got, pool.Content)
 		}
-		if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Contains(p.Log(), said) }) {
+		if !testutil.Poll(10*time.Second, func() bool { return strings.Contains(p.Log(), said) }) {
 			f.t.Fatalf("%s: zone %s's proxy never said %q:\n%s", step, z, said, p.Log())
 		}
 	}
@@ -181,7 +182,7 @@ func (f *hookZones) waitHeld(step string, zones []string, want map[string]string
 	f.t.Helper()
 	keys := slices.Sorted(maps.Keys(want))
 	var wrong string
-	if !dataplane.WaitFor(10*time.Second, func() bool {
+	if !testutil.Poll(10*time.Second, func() bool {
 		wrong = ""
 		for _, z := range zones {
 			got := f.held(z, keys)
@@ -217,7 +218,7 @@ func (f *hookZones) getsByZone() map[string]int {
 // itemCount is m's curr_items, asked as getCount asks.
 func itemCount(t *testing.T, m *dataplane.Memcached) int {
 	t.Helper()
-	got, err := dataplane.Stats(m.Addr())
+	got, err := memcachedtest.Stats(m.Addr())
 	if err != nil {
 		t.Fatalf("stats of %s: %v", m.Addr(), err)
 	}
@@ -234,7 +235,7 @@ func itemCount(t *testing.T, m *dataplane.Memcached) int {
 // limit).
 func getCount(t *testing.T, m *dataplane.Memcached) int {
 	t.Helper()
-	got, err := dataplane.Stats(m.Addr())
+	got, err := memcachedtest.Stats(m.Addr())
 	if err != nil {
 		t.Fatalf("stats of %s: %v", m.Addr(), err)
 	}
@@ -259,7 +260,7 @@ type reads struct {
 func (f *hookZones) read(zone string, keys []string) reads {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
-	defer c.c.Close() // now: the steps poll with it
+	defer c.Close() // now: the steps poll with it
 	before := f.getsByZone()
 	r := reads{values: map[string]string{}}
 	for _, k := range keys {
@@ -303,7 +304,7 @@ func (r reads) stale(want map[string]string) []string {
 func (f *hookZones) setAll(zone string, values map[string]string) {
 	f.t.Helper()
 	c := dialText(f.t, f.proxies[zone].Addr())
-	defer c.c.Close()
+	defer c.Close()
 	for _, k := range slices.Sorted(maps.Keys(values)) {
 		c.set(f.t, k, values[k])
 	}
@@ -412,7 +413,7 @@ func TestZonesThroughTheHook(t *testing.T) {
 		f.waitPool("zone a back", pool)
 		// Zone a's new Pods are empty: once zone a's proxy routes there,
 		// its reads miss until the keys are written again.
-		if !dataplane.WaitFor(10*time.Second, func() bool { return f.read("a", keys[:20]).crossing == 0 }) {
+		if !testutil.Poll(10*time.Second, func() bool { return f.read("a", keys[:20]).crossing == 0 }) {
 			t.Fatalf("zone a back: zone a's proxy still reads from the other zones")
 		}
 		want = valuesAt(2, keys)
@@ -477,7 +478,7 @@ func TestZonesThroughTheHook(t *testing.T) {
 			t.Fatalf("no Refill of %s in zone a's slot 0 in the status: %+v", next.Name, f.c.Status().Handoffs)
 		}
 		fresh := f.servers[next.Name]
-		if !dataplane.WaitFor(30*time.Second, func() bool { return itemCount(t, fresh) >= len(slot0) }) {
+		if !testutil.Poll(30*time.Second, func() bool { return itemCount(t, fresh) >= len(slot0) }) {
 			t.Fatalf("the new Pod holds %d items, want slot 0's %d: the refill did not end", itemCount(t, fresh), len(slot0))
 		}
 		took := time.Since(tookSlot)
@@ -585,7 +586,7 @@ func TestZonesPartition(t *testing.T) {
 	// Zone a's proxy sent the first half to zone c too, where the bytes
 	// wait; it gives up on each of zone c's Pods after its read timeout
 	// and failure limit, and sends nothing more there.
-	if !dataplane.WaitFor(30*time.Second, func() bool { return markedBad() >= bad+len(zoneC) }) {
+	if !testutil.Poll(30*time.Second, func() bool { return markedBad() >= bad+len(zoneC) }) {
 		t.Fatalf("zone a's proxy never marked zone c's %d Pods bad (proxy_backend_marked_bad %d, %d before)", len(zoneC), markedBad(), bad)
 	}
 	write(1)
@@ -603,7 +604,7 @@ func TestZonesPartition(t *testing.T) {
 	// connections zone a's proxy gave up on, closed from its end, are
 	// each served up to their end and closed (CLOSE_WAIT, 08, until
 	// then).
-	if !dataplane.WaitFor(30*time.Second, func() bool { return closeWaiting(t, zoneC) == 0 }) {
+	if !testutil.Poll(30*time.Second, func() bool { return closeWaiting(t, zoneC) == 0 }) {
 		t.Fatalf("zone c's memcached still hold %d connections closed by their peer", closeWaiting(t, zoneC))
 	}
 	r := f.read("c", keys)

@@ -1,11 +1,9 @@
 package proxy_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/sync/slots"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -82,7 +81,7 @@ func givePool(t *testing.T, p *dataplane.Proxy, pool []byte, want string) {
 	if err := os.Rename(tmp, p.PoolFile); err != nil {
 		t.Fatal(err)
 	}
-	if !dataplane.WaitFor(10*time.Second, func() bool { return strings.Count(p.Log(), want) > said }) {
+	if !testutil.Poll(10*time.Second, func() bool { return strings.Count(p.Log(), want) > said }) {
 		t.Fatalf("the proxy never said %q:\n%s", want, p.Log())
 	}
 }
@@ -126,60 +125,34 @@ func newZonesFixture(t *testing.T) *zonesFixture {
 	return f
 }
 
-// textConn is a connection speaking memcached's text protocol.
+// textConn is a connection through a proxy or to a memcached
+// (memcachedtest's), failing the test it is given rather than the one it
+// was dialled for.
 type textConn struct {
-	c net.Conn
-	r *bufio.Reader
+	*memcachedtest.Client
 }
 
 func dialText(t *testing.T, addr string) *textConn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &textConn{c: c, r: bufio.NewReader(c)}
+	return &textConn{memcachedtest.Dial(t, addr)}
 }
 
 // do sends a request and returns the whole answer: up to END after
 // VALUE lines, a VA line and its value, or one line.
 func (c *textConn) do(t *testing.T, req string) string {
 	t.Helper()
-	if err := c.c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
+	got, err := c.Conn.Do(req)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
 	}
-	if _, err := fmt.Fprint(c.c, req); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for {
-		line, err := c.r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("%s: %q: %v (answered %q)", c.c.RemoteAddr(), req, err, b.String())
-		}
-		b.WriteString(line)
-		switch {
-		case strings.HasPrefix(line, "VALUE ") || strings.HasPrefix(line, "VA "):
-			data, err := c.r.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.WriteString(data)
-			if strings.HasPrefix(line, "VA ") {
-				return b.String()
-			}
-		case line == "END\r\n" || !strings.HasPrefix(b.String(), "VALUE "):
-			return b.String()
-		}
-	}
+	return got
 }
 
 // set stores key through c and fails the test on any answer but STORED.
 func (c *textConn) set(t *testing.T, key, value string) {
 	t.Helper()
 	if got := c.do(t, fmt.Sprintf("set %s 0 0 %d\r\n%s\r\n", key, len(value), value)); got != "STORED\r\n" {
-		t.Fatalf("set %s through %s: %q", key, c.c.RemoteAddr(), got)
+		t.Fatalf("set %s through %s: %q", key, c.RemoteAddr(), got)
 	}
 }
 
@@ -205,26 +178,17 @@ func (c *textConn) hits(t *testing.T, cmd string, keys []string) int {
 // gets is memcached's cmd_get, asked of it directly.
 func gets(t *testing.T, m *dataplane.Memcached) int {
 	t.Helper()
-	c := dialText(t, m.Addr())
-	if _, err := fmt.Fprint(c.c, "stats\r\n"); err != nil {
+	c := memcachedtest.Dial(t, m.Addr())
+	defer c.Close()
+	v, ok := c.Stats("stats")["cmd_get"]
+	if !ok {
+		t.Fatalf("%s: no cmd_get in stats", m.Addr())
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		line, err := c.r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if line == "END\r\n" {
-			t.Fatalf("%s: no cmd_get in stats", m.Addr())
-		}
-		if f := strings.Fields(line); len(f) == 3 && f[1] == "cmd_get" {
-			n, err := strconv.Atoi(f[2])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
+	return n
 }
 
 // getsByZone is each zone's cmd_get, its Pods' summed.
@@ -264,7 +228,7 @@ func (f *zonesFixture) value(t *testing.T, z, key string) string {
 func (f *zonesFixture) waitZones(t *testing.T, step, key, want string) {
 	t.Helper()
 	var wrong []string
-	dataplane.WaitFor(5*time.Second, func() bool {
+	testutil.Poll(5*time.Second, func() bool {
 		wrong = nil
 		for _, z := range f.zones {
 			if f.pods[z][0].Running() {
@@ -392,7 +356,7 @@ func TestZonesProxy(t *testing.T) {
 		}
 		for _, z := range f.zones {
 			var ttl string
-			dataplane.WaitFor(5*time.Second, func() bool {
+			testutil.Poll(5*time.Second, func() bool {
 				for _, m := range f.pods[z] {
 					if got := dialText(t, m.Addr()).do(t, "mg "+key+" t\r\n"); strings.HasPrefix(got, "HD ") {
 						ttl = strings.TrimSpace(strings.TrimPrefix(got, "HD t"))
@@ -445,7 +409,7 @@ func TestZonesProxy(t *testing.T) {
 		// nothing.
 		down := f.pods["c"][1]
 		hits, asked := 0, 0
-		dataplane.WaitFor(5*time.Second, func() bool {
+		testutil.Poll(5*time.Second, func() bool {
 			before := gets(t, down)
 			hits = c.hits(t, "get", f.keys)
 			asked = gets(t, down) - before
@@ -464,7 +428,7 @@ func TestZonesProxy(t *testing.T) {
 		pool, _ = contract.RenderPool(f.statuses)
 		givePool(t, p, pool.Content, "pool version 1767225600: 3 zones, 6 slots, 0 down")
 		cross := 0
-		dataplane.WaitFor(5*time.Second, func() bool {
+		testutil.Poll(5*time.Second, func() bool {
 			before := f.getsByZone(t)
 			hits = c.hits(t, "get", f.keys)
 			after := f.getsByZone(t)

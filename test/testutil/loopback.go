@@ -30,6 +30,7 @@ var loopbackBlocks = map[string]string{
 	"test/proxy zones":                     "127.0.30.0/24",
 	"test/proxy zones hook":                "127.0.31.0/24",
 	"test/monitoring":                      "127.0.35.0/24",
+	"test/memcachedtest":                   "127.0.37.0/24",
 }
 
 // LoopbackBlock is a package's block of loopback addresses.

@@ -359,9 +359,7 @@ func (m memcachedStatus) converged(want int) string {
 // status says it converged to want.
 func (r *runner) waitConverged(prefix, name string, want int) {
 	r.t.Helper()
-	deadline := time.Now().Add(convergeTimeout)
-	last := "nothing read yet"
-	for {
+	testutil.EventuallyEvery(r.t, convergeTimeout, 500*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), lineTimeout)
 		cmd := r.command(ctx, "kubectl get memcached "+name+" -o json", prefix)
 		var stderr bytes.Buffer
@@ -371,19 +369,15 @@ func (r *runner) waitConverged(prefix, name string, want int) {
 		var m memcachedStatus
 		switch {
 		case err != nil:
-			last = fmt.Sprintf("kubectl get memcached %s: %v: %s", name, err, stderr.String())
+			return fmt.Errorf("memcached %s did not converge to %d: kubectl get memcached %s: %v: %s", name, want, name, err, stderr.String())
 		case json.Unmarshal(out, &m) != nil:
-			last = "kubectl get memcached printed no JSON: " + string(out)
-		default:
-			if last = m.converged(want); last == "" {
-				return
-			}
+			return fmt.Errorf("memcached %s did not converge to %d: kubectl get memcached printed no JSON: %s", name, want, out)
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("memcached %s did not converge to %d within %s: %s", name, want, convergeTimeout, last)
+		if last := m.converged(want); last != "" {
+			return fmt.Errorf("memcached %s did not converge to %d: %s", name, want, last)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // checkAgent applies the discovery example and checks that the playground
@@ -403,8 +397,7 @@ func (r *runner) checkAgent(prefix string) {
 	r.waitConverged(prefix, name, 3)
 	addrFile := filepath.Join(r.dir, "agents", "default", name)
 	var answer string
-	deadline := time.Now().Add(convergeTimeout)
-	for {
+	testutil.EventuallyEvery(r.t, convergeTimeout, 500*time.Millisecond, func() error {
 		var want []string
 		ctx, cancel := context.WithTimeout(context.Background(), lineTimeout)
 		out, err := r.command(ctx, "kubectl get memcached "+name+" -o json", prefix).Output()
@@ -423,15 +416,12 @@ func (r *runner) checkAgent(prefix string) {
 				answer, err = dataplane.ConfigGetCluster(strings.TrimSpace(string(addr)))
 				payload := fmt.Sprintf("%d\n%s\n", m.Status.SlotTable.Version, strings.Join(want, " "))
 				if err == nil && len(want) == 3 && strings.Contains(answer, payload) {
-					return
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the playground's agent of %s (address in %s) does not serve its slot table %v within %s; it answered %q", name, addrFile, want, convergeTimeout, answer)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Errorf("the playground's agent of %s (address in %s) does not serve its slot table %v; it answered %q", name, addrFile, want, answer)
+	})
 }
 
 // checkEndpoints checks the endpoints line printed want addresses, each a

@@ -2,8 +2,8 @@
 // in alternating rounds, and prints for each target requests per second
 // and latency quantiles, then each target's ratio to the first, as
 // benchmark lines (BenchmarkProxyCost/NAME ..., or -bench's name). The
-// proxy's cost test (test/proxy, TestProxyCost) and its zones' test
-// (TestZonesProxy) build and run it: a program of its own, so
+// proxy's cost benchmark (test/proxy, BenchmarkProxyCost, make bench) and
+// its zones' test (TestZonesProxy) build and run it: a program of its own, so
 // that the load is the same whether the tests run with the race detector
 // or not.
 //

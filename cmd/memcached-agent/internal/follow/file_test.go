@@ -165,28 +165,23 @@ func toYAML(t testing.TB, j string) string {
 
 func waitServed(t *testing.T, pub *serverlist.Publisher, version int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if cur := pub.Current(); cur != nil && cur.Version == version {
-			return
+	testutil.EventuallyEvery(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if cur := pub.Current(); cur == nil || cur.Version != version {
+			return fmt.Errorf("version %d not served (serving %+v)", version, cur)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("version %d not served within 10 s (serving %+v)", version, pub.Current())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // waitLog waits until the log holds s, and then forgets what it held.
 func waitLog(t *testing.T, l *testutil.LockedBuffer, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(l.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("log never said %q:\n%s", s, l.String())
+	testutil.EventuallyEvery(t, 10*time.Second, 5*time.Millisecond, func() error {
+		if !strings.Contains(l.String(), s) {
+			return fmt.Errorf("log never said %q:\n%s", s, l.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	l.Reset()
 }
 

@@ -37,15 +37,12 @@ func TestKubeFollowsStatus(t *testing.T) {
 	// kubectl wait --for=condition=Established fails when it asks before
 	// the CRD has any condition (seen once in a loaded run): ask until the
 	// API server serves the kind instead, as a user's next command needs.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		_, stderr, err := c.KubectlStdin(nil, "get", "memcacheds.cache.example.com", "-A")
-		if err == nil {
-			break
+	testutil.EventuallyEvery(t, 60*time.Second, 200*time.Millisecond, func() error {
+		if _, stderr, err := c.KubectlStdin(nil, "get", "memcacheds.cache.example.com", "-A"); err != nil {
+			return fmt.Errorf("the API server does not serve Memcacheds after the CRD was applied: %v\n%s", err, stderr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the API server does not serve Memcacheds 60 s after the CRD was applied: %v\n%s", err, stderr)
-		}
-	}
+		return nil
+	})
 	// A namespace of this run's own: the API server is shared by every
 	// run of -count, and no controller deletes a namespace in it.
 	ns, stderr, err := c.KubectlStdin([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {generateName: follow-}\n"), "create", "-f", "-", "-o", "jsonpath={.metadata.name}")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // TestForwarded is issue #27: a client that keeps its connection to a
@@ -92,17 +93,15 @@ func TestForwarded(t *testing.T) {
 			// rounds, as it does until the preStop sees the marker and
 			// memcached stops.
 			after := rounds.Load()
-			deadline := time.Now().Add(10 * time.Second)
-			for rounds.Load() < after+3 {
-				if time.Now().After(deadline) {
-					t.Fatal("the writer wrote no round after the copy in 10 s")
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if n := rounds.Load() - after; n < 3 {
+					return fmt.Errorf("the writer wrote %d rounds after the copy, want 3", n)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				return nil
+			})
 			stop.Store(true)
 			wg.Wait()
-			src.cmd.Process.Signal(syscall.SIGTERM)
-			src.cmd.Wait()
+			src.Stop(syscall.SIGTERM, time.Minute)
 
 			if !tt.noForward {
 				select {
@@ -500,22 +499,18 @@ func TestForwardAfterAFailure(t *testing.T) {
 				after = append(after, k)
 			}
 			d := newClient(t, dst.addr)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testutil.Eventually(t, 10*time.Second, func() error {
 				missing := 0
 				for _, k := range after {
 					if g, ok := d.get(k); !ok || string(g.value) != "v" {
 						missing++
 					}
 				}
-				if missing == 0 {
-					break
+				if missing > 0 {
+					return fmt.Errorf("%d of %d keys written after the fault not forwarded", missing, len(after))
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d keys written after the fault not forwarded in 10 s", missing, len(after))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 			c := stopSource(t, src, ended)
 			if got := c.lost.Load(); got != 1 {
 				t.Errorf("lost %d keys, want 1 (the one the fault hit)", got)

@@ -396,11 +396,7 @@ func TestCancelled(t *testing.T) {
 			table := []v1alpha1.Slot{serving(0, "cache-new", dst.ip)}
 			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
 			r.Update([]v1alpha1.Handoff{h}, table)
-			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the copy did not start")
-				}
-			}
+			testutil.EventuallyEvery(t, 30*time.Second, time.Millisecond, func() error { return copyStarted(to) })
 			tt.cut(r, src, table)
 			if tt.wantState == "" {
 				rec.wait(t, "the report forgotten", 30*time.Second, func(r *recorder) bool { return slices.Contains(r.forgot, "cache-old") })
@@ -409,11 +405,12 @@ func TestCancelled(t *testing.T) {
 			}
 			// The copy's connections closed, memcached still takes what
 			// they sent before: once it has closed them too, it has.
-			for deadline := time.Now().Add(30 * time.Second); to.stat("curr_connections") > idle; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the destination still has %d connections but the test's %d, 30 s after the copy ended", to.stat("curr_connections"), idle)
+			testutil.EventuallyEvery(t, 30*time.Second, 10*time.Millisecond, func() error {
+				if n := to.stat("curr_connections"); n > idle {
+					return fmt.Errorf("the destination still has %d connections but the test's %d after the copy ended", n, idle)
 				}
-			}
+				return nil
+			})
 			n := to.stat("curr_items")
 			if n == 0 || n >= count {
 				t.Errorf("the destination holds %d items: the copy was not cut midway", n)
@@ -498,7 +495,6 @@ func TestTwoRunners(t *testing.T) {
 	for _, rec := range []*recorder{recA, recB} {
 		reports = append(reports, rec.final(t, "cache-old", 30*time.Second))
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	events := func() []string {
 		var events []string
 		for _, rec := range []*recorder{recA, recB} {
@@ -508,12 +504,13 @@ func TestTwoRunners(t *testing.T) {
 		}
 		return events
 	}
-	for len(events()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no Event 10 s after the copy ended: reports %+v", reports)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if len(events()) == 0 {
+			return fmt.Errorf("no Event after the copy ended: reports %+v", reports)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+
 	for _, p := range reports {
 		if p != reports[0] || p.State != "Done" || p.Items != 2000 || p.Skipped != 0 {
 			t.Errorf("reports %+v, want the copier's in each: Done, 2000 items, none already there", reports)
@@ -524,50 +521,12 @@ func TestTwoRunners(t *testing.T) {
 	}
 }
 
-// TestRates measures the copy, printed as benchmark lines: items and MiB
-// per second for 64 MiB and 1 GiB of items from 1 KiB to 100 KiB, and
-// 64 MiB of 1 KiB items, on loopback (the 1 GiB copy is skipped under
-// -short).
-func TestRates(t *testing.T) {
-	mixed := func(i int) int { return 1<<10 + (i*7919)%(99<<10) }
-	for _, tt := range []struct {
-		name string
-		mib  int
-		size func(int) int
-	}{
-		{name: "64MiB", mib: 64, size: mixed},
-		{name: "1GiB", mib: 1024, size: mixed},
-		// Small items show the cost of each item.
-		{name: "64MiB-of-1KiB", mib: 64, size: func(int) int { return 1 << 10 }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mib, size := tt.mib, tt.size
-			if mib > 64 && testing.Short() {
-				t.Skip("-short")
-			}
-			memory := mib*3/2 + 64
-			src := startServer(t, nextIP(t), memory)
-			dst := startServer(t, nextIP(t), memory)
-			var count int
-			var total int64
-			for total < int64(mib)<<20 {
-				total += int64(size(count))
-				count++
-			}
-			fill(t, src.addr, "item", count, size, 0)
-			rec := newRecorder()
-			r, _ := newRunner(t, "agent-a", rec, Options{ReportEvery: time.Hour})
-			start := time.Now()
-			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
-				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
-			p := rec.final(t, "cache-old", 5*time.Minute)
-			took := time.Since(start).Seconds()
-			if p.State != "Done" || p.Items != int64(count) || p.Bytes != total {
-				t.Fatalf("final report %+v, want Done, %d items, %d bytes", p, count, total)
-			}
-			testutil.Benchmark("BenchmarkHandoffCopy/"+tt.name, "%.0f items/s %.1f MiB/s %d items %.2f s", float64(count)/took, float64(total)/(1<<20)/took, count, took)
-		})
+// copyStarted is nil once the copy has brought 100 items to c's memcached.
+func copyStarted(c *client) error {
+	if n := c.stat("curr_items"); n < 100 {
+		return fmt.Errorf("the copy did not start: %d items copied", n)
 	}
+	return nil
 }
 
 // TestRefusals copies from and to memcacheds that say no: one that may not
@@ -712,11 +671,7 @@ func TestEntryChanged(t *testing.T) {
 	h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-1", ToIP: first.ip}
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-1", first.ip)})
 	to := newClient(t, first.addr)
-	for deadline := time.Now().Add(30 * time.Second); to.stat("curr_items") < 100; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the copy did not start")
-		}
-	}
+	testutil.EventuallyEvery(t, 30*time.Second, time.Millisecond, func() error { return copyStarted(to) })
 	h.To, h.ToIP = "cache-2", second.ip
 	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-2", second.ip)})
 	p := rec.final(t, "cache-old", 60*time.Second)

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -27,90 +26,48 @@ import (
 // block's 254 addresses.
 var block = testutil.Loopback("cmd/memcached-agent/internal/handoff")
 
-func nextIP(t *testing.T) string {
+func nextIP(t testing.TB) string {
 	t.Helper()
 	return block.Lend(t)
 }
 
-// server is a memcached process.
+// server is a memcached process (test/memcachedtest) at ip:11211.
 type server struct {
 	ip, addr string
-	cmd      *exec.Cmd
-	stderr   *bytes.Buffer
+	*memcachedtest.Server
 }
 
 // startServer runs memcached on ip:11211 with -m memoryMB and extra args.
 func startServer(t testing.TB, ip string, memoryMB int, args ...string) *server {
 	t.Helper()
-	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45")
-	a := []string{"-l", ip, "-p", "11211", "-U", "0", "-t", "2", "-m", strconv.Itoa(memoryMB)}
-	if os.Geteuid() == 0 {
-		a = append(a, "-u", "nobody")
-	}
-	cmd := exec.Command(bin, append(a, args...)...)
-	s := &server{ip: ip, addr: net.JoinHostPort(ip, "11211"), cmd: cmd, stderr: &bytes.Buffer{}}
-	cmd.Stderr = s.stderr
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.kill)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// Answered at its address, and by itself: not by a process that
-		// held the address already, while this one exits unable to bind.
-		c, err := net.Dial("tcp", s.addr)
-		if err == nil {
-			c.Close()
-			var ours bool
-			if ours, err = testutil.Listens(cmd.Process.Pid, s.addr); ours {
-				return s
-			} else if err == nil {
-				err = errors.New("another process answers there")
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("memcached did not listen on %s: %v; it wrote: %s", s.addr, err, s.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	s := memcachedtest.Start(t, memcachedtest.Config{IP: ip, Port: 11211, Args: append([]string{"-t", "2", "-m", strconv.Itoa(memoryMB)}, args...)})
+	return &server{ip: ip, addr: s.Addr(), Server: s}
 }
 
-func (s *server) kill() {
-	if s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-	}
-}
+func (s *server) kill() { s.Kill() }
 
-// client is a test's connection to a memcached.
+// client is a test's connection to a memcached (memcachedtest.Client),
+// with the arguments these tests write: flags and TTLs as numbers, a
+// binary key given raw with " b" after it and sent base64.
 type client struct {
-	t testing.TB
-	c *conn
+	*memcachedtest.Client
+	t    testing.TB
+	addr string
 }
 
 func newClient(t testing.TB, addr string) *client {
 	t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.close)
-	return &client{t: t, c: c}
+	return &client{Client: memcachedtest.Dial(t, addr), t: t, addr: addr}
 }
 
-// set stores an item (ttl 0: none); binary keys are given raw and sent
-// base64.
+// set stores an item (ttl 0: none).
 func (cl *client) set(key string, value []byte, flags uint32, ttl int64) {
 	cl.t.Helper()
-	f := fmt.Sprintf("F%d T%d", flags, ttl)
+	f := []string{fmt.Sprintf("F%d", flags), fmt.Sprintf("T%d", ttl)}
 	if k, ok := strings.CutSuffix(key, " b"); ok {
-		key, f = k, f+" b"
+		key, f = k, append(f, "b")
 	}
-	ok, err := cl.c.store(key, value, f)
-	if err != nil || !ok {
-		cl.t.Fatalf("ms %s: %v, stored %v", key, err, ok)
-	}
+	cl.Set(key, value, f...)
 }
 
 // got is an item as mg sees it.
@@ -120,73 +77,29 @@ type got struct {
 	ttl   int64
 }
 
-// get reads key (with " b" in it for a base64 key): ok false on a miss.
+// get reads key: ok false on a miss.
 func (cl *client) get(key string) (got, bool) {
 	cl.t.Helper()
-	answer, err := cl.c.do("mg "+key+" v f t", nil)
-	if err != nil {
-		cl.t.Fatal(err)
-	}
-	if answer == "EN" {
-		return got{}, false
-	}
-	f := strings.Fields(answer)
-	if len(f) < 4 || f[0] != "VA" {
-		cl.t.Fatalf("mg %s: %q", key, answer)
-	}
-	n, _ := strconv.Atoi(f[1])
-	var g got
-	for _, tok := range f[2:] {
-		switch tok[0] {
-		case 'f':
-			v, _ := strconv.ParseUint(tok[1:], 10, 32)
-			g.flags = uint32(v)
-		case 't':
-			g.ttl, _ = strconv.ParseInt(tok[1:], 10, 64)
-		}
-	}
-	var buf bytes.Buffer
-	if err := cl.c.copyValue(&buf, int64(n)); err != nil {
-		cl.t.Fatal(err)
-	}
-	g.value = buf.Bytes()
-	return g, true
+	it, ok := cl.Get(key)
+	return got{value: it.Value, flags: it.Flags, ttl: it.TTL}, ok
 }
 
 func (cl *client) delete(key string) {
 	cl.t.Helper()
-	if answer, err := cl.c.do("md "+key, nil); err != nil || answer != "HD" {
-		cl.t.Fatalf("md %s: %q %v", key, answer, err)
-	}
+	cl.Delete(key)
 }
 
 // stat returns one of stats' numbers.
 func (cl *client) stat(name string) int64 {
 	cl.t.Helper()
-	cl.c.w.WriteString("stats\r\n")
-	if err := cl.c.flush(); err != nil {
-		cl.t.Fatal(err)
-	}
-	var v int64 = -1
-	for {
-		l, err := cl.c.line()
-		if err != nil {
-			cl.t.Fatal(err)
-		}
-		if string(l) == "END" {
-			return v
-		}
-		if f := strings.Fields(string(l)); len(f) == 3 && f[1] == name {
-			v, _ = strconv.ParseInt(f[2], 10, 64)
-		}
-	}
+	return cl.Stat(name)
 }
 
 // keys lists every key of a memcached (base64 ones with " b"), with the
 // copier's own dump reader.
 func (cl *client) keys() []string {
 	cl.t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, cl.c.addr, 30*time.Second, getBufs)
+	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, cl.addr, 30*time.Second, getBufs)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
@@ -238,42 +151,13 @@ func valueFor(key string, n int) []byte {
 	return v
 }
 
-// fill writes count items named prefix-i with sizes from size(i),
-// pipelined (ms q, mn to end each batch), and returns their total bytes.
+// fill writes count items named prefix-i with sizes from size(i) and
+// flags i (memcachedtest's Client.Fill), and returns their total bytes.
 func fill(t testing.TB, addr, prefix string, count int, size func(i int) int, ttl int64) int64 {
 	t.Helper()
-	c, err := dial(context.Background(), (&net.Dialer{}).DialContext, addr, 30*time.Second, getBufs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	var total int64
-	const batch = 200
-	for i := 0; i < count; i += batch {
-		for j := i; j < min(i+batch, count); j++ {
-			key := fmt.Sprintf("%s-%d", prefix, j)
-			n := size(j)
-			total += int64(n)
-			fmt.Fprintf(c.w, "ms %s %d T%d F%d q\r\n", key, n, ttl, j)
-			c.w.Write(valueFor(key, n))
-			c.w.WriteString("\r\n")
-		}
-		c.w.WriteString("mn\r\n")
-		if err := c.flush(); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			l, err := c.line()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(l) == "MN" {
-				break
-			}
-			t.Fatalf("filling %s: %q", addr, l)
-		}
-	}
-	return total
+	c := memcachedtest.Dial(t, addr)
+	defer c.Close()
+	return c.Fill(prefix, count, func(key string, i int) []byte { return valueFor(key, size(i)) }, ttl)
 }
 
 // recorder is a Reporter that keeps everything in memory.

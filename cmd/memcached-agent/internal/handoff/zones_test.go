@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // TestZonesRouteByTheirZonesTable removes a slot in zone b while zone a's
@@ -157,14 +159,12 @@ func TestRefillFlush(t *testing.T) {
 	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: 2 * time.Second})
 	h := v1alpha1.Handoff{Pod: "b-0", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(0), To: "x", ToIP: dst.ip, Flush: true}
 	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(dst.ip), "b": table(src.ip)})
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, ok := to.get(keys[1]); !ok {
-			break
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, ok := to.get(keys[1]); ok {
+			return errors.New("the filled Pod was not emptied")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the filled Pod was not emptied within 10 s")
-		}
-	}
+		return nil
+	})
 	rec.mu.Lock()
 	states := rec.states[contract.ReportKey(h)]
 	rec.mu.Unlock()

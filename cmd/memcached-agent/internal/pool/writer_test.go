@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -74,7 +76,7 @@ func (r *recorder) counts() (wrote, found, failed int) {
 }
 
 // newWriter is a Writer of dir/pool, logging into log.
-func newWriter(dir string, log *bytes.Buffer) (*Writer, *recorder) {
+func newWriter(dir string, log io.Writer) (*Writer, *recorder) {
 	rec := &recorder{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	return New(filepath.Join(dir, "pool"), logger, rec, time.Now), rec
@@ -260,7 +262,8 @@ func TestWriterFindsItsPool(t *testing.T) {
 // once the directory exists, Run writes it without another offer.
 func TestWriterRetries(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
-	var log bytes.Buffer
+	// Run logs from a goroutine of its own while the test reads.
+	var log testutil.LockedBuffer
 	w, rec := newWriter(dir, &log)
 	w.Offer("file", memcachedWith(table(9, "S:10.0.0.1")))
 	if _, _, failed := rec.counts(); failed != 1 || w.Current() != nil {
@@ -276,13 +279,12 @@ func TestWriterRetries(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * RetryInterval)
-	for w.Current() == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("not written within %s of the directory appearing:\n%s", 5*RetryInterval, log.String())
+	testutil.EventuallyEvery(t, 5*RetryInterval, 10*time.Millisecond, func() error {
+		if w.Current() == nil {
+			return fmt.Errorf("not written since the directory appeared:\n%s", log.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := stat(t, w.Path()).content; got != "version 9\n10.0.0.1:11211\nend 1\n" {
 		t.Errorf("the file holds %q", got)
 	}

@@ -2,81 +2,25 @@ package protocol
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/example/memcached-operator/test/testutil"
+	"github.com/example/memcached-operator/test/memcachedtest"
 )
 
 // startMemcached runs the real memcached 1.6.45 (MEMCACHED_BIN, which make
 // test sets) on a loopback port for the test, or skips naming what is
-// missing (fails under CI). memcached picks the port itself (-p -1) and
-// writes it to MEMCACHED_PORT_FILENAME once it listens, as its own test
-// suite does: a port freed by the test and then given to memcached could be
-// taken meanwhile by another package's process, and an answer on it would
-// not be this memcached's.
+// missing (fails under CI). memcached picks the port itself
+// (memcachedtest.Config's Port 0): a port freed by the test and then given
+// to memcached could be taken meanwhile by another package's process, and
+// an answer on it would not be this memcached's.
 func startMemcached(t *testing.T) string {
 	t.Helper()
-	bin := testutil.Program(t, "MEMCACHED_BIN", "memcached 1.6.45 to compare with")
-	// Not t.TempDir, whose parent only root may enter.
-	dir, err := os.MkdirTemp("", "memcached-ports-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	portFile := filepath.Join(dir, "ports")
-	args := []string{"-l", "127.0.0.1", "-p", "-1", "-U", "0", "-t", "1", "-m", "16"}
-	if os.Geteuid() == 0 {
-		// memcached refuses to run as root without -u, and it is that user
-		// by the time it writes the port file.
-		args = append(args, "-u", "nobody")
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "MEMCACHED_PORT_FILENAME="+portFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-	// memcached renames the file into place once every socket is bound.
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(portFile); err == nil {
-			var port int
-			for line := range strings.Lines(string(b)) {
-				if _, err := fmt.Sscanf(line, "TCP INET: %d", &port); err == nil {
-					return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-				}
-			}
-			t.Fatalf("memcached's port file has no TCP port: %q", b)
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("memcached exited before listening: %v; it wrote: %s", err, stderr.String())
-		case <-timeout:
-			t.Fatalf("memcached wrote no port file in 30 s; it wrote: %s", stderr.String())
-		case <-tick.C:
-		}
-	}
+	return memcachedtest.Start(t, memcachedtest.Config{Args: []string{"-t", "1", "-m", "16"}, What: "memcached 1.6.45 to compare with"}).Addr()
 }
 
 // endpointAnswer is what the endpoint writes for input on a new

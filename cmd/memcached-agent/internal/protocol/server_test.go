@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // startServer serves srv on a loopback port and shuts it down when the
@@ -144,13 +147,12 @@ func TestServerConnectionLimit(t *testing.T) {
 	}
 
 	a.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for obs.closed.Load() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the server did not see a connection close in 30 s")
+	testutil.EventuallyEvery(t, 30*time.Second, 5*time.Millisecond, func() error {
+		if obs.closed.Load() < 1 {
+			return errors.New("the server did not see a connection close")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	roundTrip(t, dial(t, addr), "version\r\n", "VERSION 1.6.45\r\n")
 }
 
@@ -169,15 +171,13 @@ func TestServerIdleTimeout(t *testing.T) {
 		// server reads it and sets its deadline, to after this one is) and
 		// holds the server to staying open only while that is under the
 		// timeout. A run the machine stalled says so and talks again.
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			stalled := talk(t, addr, idle, 3*idle)
-			if stalled == 0 {
-				return
+		testutil.Eventually(t, 60*time.Second, func() error {
+			if stalled := talk(t, addr, idle, 3*idle); stalled != 0 {
+				t.Logf("the machine held a command back %s, past the idle timeout: talking again", stalled)
+				return fmt.Errorf("no talk of %s without a pause of %s", 3*idle, idle)
 			}
-			t.Logf("the machine held a command back %s, past the idle timeout: talking again", stalled)
-		}
-		t.Fatalf("no talk of %s without a pause of %s in 60 s", 3*idle, idle)
+			return nil
+		})
 	})
 
 	for _, tt := range []struct{ name, sent string }{{"between commands", "version\r\n"}, {"mid-line", "vers"}} {
