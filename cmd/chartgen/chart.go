@@ -184,6 +184,55 @@ var params = []param{
 	},
 }
 
+// labelsValue is a chart value that adds labels to every object of some
+// kinds, wherever in the manifests it is: labels the objects are selected
+// by, which the manifests cannot know. Empty (the default), the objects
+// render as the manifests have them, byte for byte.
+type labelsValue struct {
+	key, doc string
+	kinds    []string
+}
+
+var labelsValues = []labelsValue{{
+	key: "monitoringLabels",
+	doc: "Labels added to the PrometheusRule and the PodMonitor of the prometheusRule\n" +
+		"component (and any ServiceMonitor of the chart): those your Prometheus\n" +
+		"selects rules and monitors by (kube-prometheus-stack's: release: <its\n" +
+		"release name>). Without them, they carry the manifests' labels alone.",
+	kinds: []string{"PrometheusRule", "PodMonitor", "ServiceMonitor"},
+}}
+
+// addLabels makes the metadata.labels of every object of lv's kinds end
+// with lv's labels, and returns lv's value.
+func addLabels(objs []*templated, lv labelsValue) (value, error) {
+	n := 0
+	for _, t := range objs {
+		if !slices.Contains(lv.kinds, t.obj.kind) {
+			continue
+		}
+		labels, err := t.node.find("metadata", "labels")
+		if err == nil && labels.kind != mapNode {
+			err = errors.New("not a map")
+		}
+		if err != nil {
+			return value{}, fmt.Errorf("value %s: %s metadata.labels: %w", lv.key, t.obj, err)
+		}
+		labels.tail = []string{
+			"{{- with .Values." + lv.key + " }}",
+			"{{- toYaml . | nindent %d }}",
+			"{{- end }}",
+		}
+		n++
+	}
+	if n == 0 {
+		return value{}, fmt.Errorf("value %s: the manifests have no %s", lv.key, strings.Join(lv.kinds, ", "))
+	}
+	return value{key: lv.key, doc: lv.doc, def: map[string]any{}, schema: map[string]any{
+		"type":                 "object",
+		"additionalProperties": map[string]any{"type": "string"},
+	}}, nil
+}
+
 // quotedString is the set of the string value key: the field becomes the
 // value, quoted, its default is the base's, and its schema a string that
 // matches pattern.
@@ -366,6 +415,13 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 				"properties":           map[string]any{"enabled": map[string]any{"type": "boolean"}},
 			},
 		})
+	}
+	for _, lv := range labelsValues {
+		v, err := addLabels(objs, lv)
+		if err != nil {
+			return nil, err
+		}
+		values = append(values, v)
 	}
 
 	for _, t := range objs {
@@ -568,7 +624,7 @@ func valuesUsed(t *templated) []string {
 			add(it.when...)
 			visit(it.val)
 		}
-		for _, s := range []string{n.tmpl, n.block} {
+		for _, s := range append([]string{n.tmpl, n.block}, n.tail...) {
 			for _, m := range valueRef.FindAllStringSubmatch(s, -1) {
 				uses = append(uses, m[1])
 			}
@@ -768,7 +824,7 @@ func (g generator) readmeValues(values []value) ([]byte, error) {
 			key string
 			def any
 		}{{v.key, v.def}}
-		if m, ok := v.def.(map[string]any); ok && v.key != "resources" {
+		if m, ok := v.def.(map[string]any); ok && v.key != "resources" && len(m) > 0 {
 			rows = rows[:0]
 			for _, k := range sortedKeys(m) {
 				rows = append(rows, struct {

@@ -36,6 +36,10 @@ type node struct {
 	// "key:" that renders the whole value, with %d standing for its
 	// indentation.
 	block string
+	// tail, when set, are template lines written after a map's entries,
+	// at their indentation, with %d standing for it: entries a value
+	// adds (labels), which render as nothing while it is empty.
+	tail []string
 }
 
 type nodeKind int
@@ -111,7 +115,7 @@ func (n *node) value() any {
 // plain reports whether n and everything in it is the same whatever the
 // values are, so that it can be written as plain YAML.
 func (n *node) plain() bool {
-	if len(n.overrides) > 0 || n.tmpl != "" || n.block != "" {
+	if len(n.overrides) > 0 || n.tmpl != "" || n.block != "" || len(n.tail) > 0 {
 		return false
 	}
 	for _, e := range n.entries {

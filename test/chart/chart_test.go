@@ -202,6 +202,25 @@ metacontrollerNamespace: mc-system
 	}
 	tests = append(tests, testCase{name: "image resources goMemLimit metacontrollerNamespace", target: dir, file: valuesFile})
 
+	// monitoringLabels: the label a Prometheus selects rules and monitors
+	// by, as an overlay of the prometheusrule component adds it to each.
+	dir = filepath.Join(work, "monitoringLabels")
+	labelOps, err := yaml.Marshal([]any{map[string]any{"op": "add", "path": "/metadata/labels/release", "value": "kube-prometheus-stack"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labelPatches []any
+	for _, kind := range []string{"PrometheusRule", "PodMonitor"} {
+		labelPatches = append(labelPatches, map[string]any{"target": map[string]any{"group": "monitoring.coreos.com", "kind": kind}, "patch": string(labelOps)})
+	}
+	writeKustomization(t, dir, map[string]any{
+		"resources":  []string{relTo(t, dir, manifests)},
+		"components": []string{relTo(t, dir, filepath.Join(manifests, "components", "prometheusrule"))},
+		"patches":    labelPatches,
+	})
+	tests = append(tests, testCase{name: "monitoringLabels", target: dir,
+		values: []string{"prometheusRule.enabled=true", "monitoringLabels.release=kube-prometheus-stack"}})
+
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			built := run(t, kubectl, "kustomize", tt.target)
