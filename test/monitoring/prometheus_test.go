@@ -57,6 +57,8 @@ const (
 func TestAlertsOnARealPrometheus(t *testing.T) {
 	prometheus := testutil.Installed(t, "prometheus", "runs the shipped rules on the real programs (Debian's prometheus package: make debian-clients installs it)")
 	exporter := testutil.Program(t, "MEMCACHED_EXPORTER_BIN", "memcached_exporter (make memcached-exporter)")
+	// Built while the data plane starts (and the agent is built).
+	hook := buildHook(t)
 
 	// The Pods: m-0 is killed, m-1 runs out of memory under -M, m-2 has
 	// every connection taken (-c 64 with 4 threads serves 64 - 8 - 20 =
@@ -91,7 +93,7 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 
 	hookIP := loopback.Lend(t)
 	hookAddr := net.JoinHostPort(hookIP, "8080")
-	start(t, "memcached-hook", hookAddr, buildHook(t), "--listen-address="+hookAddr, "--shutdown-delay=0", "--agent-image=memcached-hook:test")
+	start(t, "memcached-hook", hookAddr, hook(), "--listen-address="+hookAddr, "--shutdown-delay=0", "--agent-image=memcached-hook:test")
 	healthy, invalid := hookRequests(t)
 	postSync(t, hookAddr, healthy)
 
@@ -210,7 +212,7 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 		{name: "memcached-killed", alert: "MemcachedDown", match: map[string]string{"pod": "m-0"}, not: "MemcachedRefusingConnections",
 			begin: func(t *testing.T) { servers["m-0"].Kill() }},
 		{name: "out-of-memory", alert: "MemcachedOutOfMemoryErrors", match: map[string]string{"pod": "m-1"},
-			begin: func(t *testing.T) { go fillMemory(t, servers["m-1"].Addr(), 20*time.Second) }},
+			begin: func(t *testing.T) { fillMemory(t, servers["m-1"].Addr()) }},
 		{name: "connections-all-taken", alert: "MemcachedRefusingConnections", match: map[string]string{"pod": "m-2"}, not: "MemcachedDown",
 			begin: func(t *testing.T) { takeConnections(t, p.with(t), servers["m-2"].Addr(), 36) }},
 		{name: "invalid-spec", alert: "MemcachedDegraded", match: map[string]string{"reason": "InvalidSpec"},
@@ -331,31 +333,31 @@ func start(t *testing.T, name, addr, bin string, args ...string) *process {
 	}
 }
 
-var hookBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// buildHook builds cmd/memcached-hook once per test binary.
-func buildHook(t *testing.T) string {
-	t.Helper()
-	hookBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "memcached-hook-")
-		if err != nil {
-			hookBuild.err = err
-			return
+// buildHook starts building cmd/memcached-hook into a temporary
+// directory, removed when t ends, and returns what waits for the build
+// and fails t if it failed.
+func buildHook(t *testing.T) func() string {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memcached-hook")
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out, berr := exec.Command("go", "build", "-o", path, filepath.Join(testutil.Root(), "cmd", "memcached-hook")).CombinedOutput()
+		if berr != nil {
+			err = fmt.Errorf("go build ./cmd/memcached-hook: %v\n%s", berr, out)
 		}
-		hookBuild.path = filepath.Join(dir, "memcached-hook")
-		out, err := exec.Command("go", "build", "-o", hookBuild.path, filepath.Join(testutil.Root(), "cmd", "memcached-hook")).CombinedOutput()
+	}()
+	// Before TempDir's removal, which runs after this.
+	t.Cleanup(func() { <-done })
+	return func() string {
+		t.Helper()
+		<-done
 		if err != nil {
-			hookBuild.err = fmt.Errorf("go build: %v\n%s", err, out)
+			t.Fatal(err)
 		}
-	})
-	if hookBuild.err != nil {
-		t.Fatal(hookBuild.err)
+		return path
 	}
-	return hookBuild.path
 }
 
 // hookRequests are two sync requests for cache/cache-a: one the hook
@@ -390,29 +392,44 @@ func postSync(t *testing.T, addr string, body []byte) {
 	}
 }
 
-// fillMemory stores items into the memcached at addr (run with -M) for d,
-// past its memory, so that it answers SERVER_ERROR out of memory.
-func fillMemory(t *testing.T, addr string, d time.Duration) {
+// fillMemory stores items into the memcached at addr (run with -M), past
+// its memory, so that it answers SERVER_ERROR out of memory, until the
+// test ends.
+func fillMemory(t *testing.T, addr string) {
+	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
-		t.Error(err)
-		return
+		t.Fatal(err)
 	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
-	value := strings.Repeat("x", 32<<10)
-	for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := fmt.Fprintf(conn, "set k%d 0 0 %d\r\n%s\r\n", i, len(value), value); err != nil {
-			t.Error(err)
-			return
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		r := bufio.NewReader(conn)
+		value := strings.Repeat("x", 32<<10)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := fmt.Fprintf(conn, "set k%d 0 0 %d\r\n%s\r\n", i, len(value), value); err != nil {
+				done <- err
+				return
+			}
+			if _, err := r.ReadString('\n'); err != nil {
+				done <- err
+				return
+			}
 		}
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Error(err)
-			return
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		if err := <-done; err != nil {
+			t.Errorf("storing into %s: %v", addr, err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		conn.Close()
+	})
 }
 
 // takeConnections opens connections to the memcached at addr until it has
