@@ -33,8 +33,11 @@ type component struct {
 // components are in the order kustomize must apply them for the chart to
 // match: the order every overlay in manifests/overlays lists them in (which
 // generate checks), since components that append to the same list (the
-// hook's flags, its volumes) give their items in that order.
+// hook's flags, its volumes) give their items in that order, and a
+// component can change what an earlier one adds (tls the ServiceMonitor
+// of the hook that prometheusrule adds), never what a later one does.
 var components = []component{
+	{dir: "prometheusrule", key: "prometheusRule"},
 	{dir: "tls", key: "tls"},
 	// The hook refuses --client-ca-file without --tls-cert-file.
 	{dir: "client-tls", key: "clientTLS", requires: []string{"tls"}},
@@ -43,7 +46,6 @@ var components = []component{
 	{dir: "auth-token", key: "authToken", excludes: []string{"basic-auth"}},
 	{dir: "basic-auth", key: "basicAuth"},
 	{dir: "servicemonitor", key: "serviceMonitor"},
-	{dir: "prometheusrule", key: "prometheusRule"},
 	{dir: "dashboard", key: "grafanaDashboard"},
 }
 
@@ -94,6 +96,10 @@ type param struct {
 	// set turns the base's field into a template and returns the value's
 	// default (its YAML in values.yaml) and schema.
 	set func(n *node) (def any, schema map[string]any, err error)
+	// component, when set, is the component whose addition to the base
+	// object holds the field (path steps then see its map entries and
+	// list items as well as the base's).
+	component string
 }
 
 var (
@@ -182,6 +188,63 @@ var params = []param{
 		copies: []field{{kind: "ClusterRoleBinding", name: "memcached-operator:metacontroller", path: []string{"subjects", "0", "namespace"}}},
 		set:    quotedString("metacontrollerNamespace", dnsLabel),
 	},
+	{
+		key: "prometheusNamespace",
+		doc: "The namespace your Prometheus runs in: with prometheusRule.enabled, the\n" +
+			"hook's NetworkPolicy lets it in to scrape the hook (its ServiceMonitor).",
+		kind: "NetworkPolicy", name: "memcached-hook", component: "prometheusrule",
+		path: []string{"spec", "ingress", "1", "from", "0", "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"},
+		set:  quotedString("prometheusNamespace", dnsLabel),
+	},
+}
+
+// labelsValue is a chart value that adds labels to every object of some
+// kinds, wherever in the manifests it is: labels the objects are selected
+// by, which the manifests cannot know. Empty (the default), the objects
+// render as the manifests have them, byte for byte.
+type labelsValue struct {
+	key, doc string
+	kinds    []string
+}
+
+var labelsValues = []labelsValue{{
+	key: "monitoringLabels",
+	doc: "Labels added to the PrometheusRule, the PodMonitor and the ServiceMonitor\n" +
+		"of the prometheusRule component: those your Prometheus selects rules and\n" +
+		"monitors by (kube-prometheus-stack's: release: <its release name>).\n" +
+		"Without them, they carry the manifests' labels alone.",
+	kinds: []string{"PrometheusRule", "PodMonitor", "ServiceMonitor"},
+}}
+
+// addLabels makes the metadata.labels of every object of lv's kinds end
+// with lv's labels, and returns lv's value.
+func addLabels(objs []*templated, lv labelsValue) (value, error) {
+	n := 0
+	for _, t := range objs {
+		if !slices.Contains(lv.kinds, t.obj.kind) {
+			continue
+		}
+		labels, err := t.node.find("metadata", "labels")
+		if err == nil && labels.kind != mapNode {
+			err = errors.New("not a map")
+		}
+		if err != nil {
+			return value{}, fmt.Errorf("value %s: %s metadata.labels: %w", lv.key, t.obj, err)
+		}
+		labels.tail = []string{
+			"{{- with .Values." + lv.key + " }}",
+			"{{- toYaml . | nindent %d }}",
+			"{{- end }}",
+		}
+		n++
+	}
+	if n == 0 {
+		return value{}, fmt.Errorf("value %s: the manifests have no %s", lv.key, strings.Join(lv.kinds, ", "))
+	}
+	return value{key: lv.key, doc: lv.doc, def: map[string]any{}, schema: map[string]any{
+		"type":                 "object",
+		"additionalProperties": map[string]any{"type": "string"},
+	}}, nil
 }
 
 // quotedString is the set of the string value key: the field becomes the
@@ -290,6 +353,45 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		}
 	}
 
+	// What each component changes in the objects an earlier component
+	// adds: built after it, over the base, it patches them too (tls the
+	// scheme of the hook's ServiceMonitor).
+	for i, c := range components {
+		var added []*templated
+		for _, t := range objs {
+			if slices.Equal(t.when, []string{c.dir}) {
+				added = append(added, t)
+			}
+		}
+		if len(added) == 0 {
+			continue
+		}
+		alone, err := g.k.build(ctx, []string{c.dir}, false)
+		if err != nil {
+			return nil, err
+		}
+		aloneByID := map[string]object{}
+		for _, o := range alone {
+			aloneByID[o.id()] = o
+		}
+		for _, later := range components[i+1:] {
+			both, err := g.k.build(ctx, []string{c.dir, later.dir}, false)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range both {
+				for _, t := range added {
+					if o.id() != t.obj.id() || equalJSON(aloneByID[o.id()].value, o.value) {
+						continue
+					}
+					if err := t.node.apply(aloneByID[o.id()].value, o.value, later.dir, o.String()); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
+
 	// Every component at once (even those the chart refuses together:
 	// kustomize builds them), for the order of what they add to the same
 	// list, and to check that the components, taken one at a time, add up
@@ -318,7 +420,7 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		if i < 0 {
 			return nil, fmt.Errorf("value %s: the manifests have no %s %s", p.key, p.kind, p.name)
 		}
-		n, err := objs[i].node.find(p.path...)
+		n, err := objs[i].node.findIn(p.component, p.path...)
 		if err == nil && !n.plain() {
 			err = errors.New("a component changes it, so it cannot be a value too")
 		}
@@ -367,11 +469,25 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 			},
 		})
 	}
+	for _, lv := range labelsValues {
+		v, err := addLabels(objs, lv)
+		if err != nil {
+			return nil, err
+		}
+		values = append(values, v)
+	}
 
 	for _, t := range objs {
 		t.node.walk(func(key string, n *node) {
-			if key == "namespace" && n.kind == scalarNode && n.scalar == namespace && n.tmpl == "" {
+			if n.kind != scalarNode || n.tmpl != "" {
+				return
+			}
+			if key == "namespace" && n.scalar == namespace {
 				n.tmpl = "{{ .Release.Namespace }}"
+			}
+			// A Service's DNS name (a certificate's server name).
+			if s, ok := n.scalar.(string); ok && key == "serverName" && strings.HasSuffix(s, "."+namespace+".svc") {
+				n.tmpl = strings.TrimSuffix(s, namespace+".svc") + "{{ .Release.Namespace }}.svc"
 			}
 		})
 	}
@@ -568,7 +684,7 @@ func valuesUsed(t *templated) []string {
 			add(it.when...)
 			visit(it.val)
 		}
-		for _, s := range []string{n.tmpl, n.block} {
+		for _, s := range append([]string{n.tmpl, n.block}, n.tail...) {
 			for _, m := range valueRef.FindAllStringSubmatch(s, -1) {
 				uses = append(uses, m[1])
 			}
@@ -768,7 +884,7 @@ func (g generator) readmeValues(values []value) ([]byte, error) {
 			key string
 			def any
 		}{{v.key, v.def}}
-		if m, ok := v.def.(map[string]any); ok && v.key != "resources" {
+		if m, ok := v.def.(map[string]any); ok && v.key != "resources" && len(m) > 0 {
 			rows = rows[:0]
 			for _, k := range sortedKeys(m) {
 				rows = append(rows, struct {

@@ -99,6 +99,9 @@ func (w *emitter) mapBody(n *node, indent int, inItem bool) error {
 			}
 		}
 	}
+	for _, l := range n.tail {
+		w.line(indent, strings.ReplaceAll(l, "%d", fmt.Sprint(indent)))
+	}
 	return nil
 }
 

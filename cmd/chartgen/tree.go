@@ -36,6 +36,10 @@ type node struct {
 	// "key:" that renders the whole value, with %d standing for its
 	// indentation.
 	block string
+	// tail, when set, are template lines written after a map's entries,
+	// at their indentation, with %d standing for it: entries a value
+	// adds (labels), which render as nothing while it is empty.
+	tail []string
 }
 
 type nodeKind int
@@ -111,7 +115,7 @@ func (n *node) value() any {
 // plain reports whether n and everything in it is the same whatever the
 // values are, so that it can be written as plain YAML.
 func (n *node) plain() bool {
-	if len(n.overrides) > 0 || n.tmpl != "" || n.block != "" {
+	if len(n.overrides) > 0 || n.tmpl != "" || n.block != "" || len(n.tail) > 0 {
 		return false
 	}
 	for _, e := range n.entries {
@@ -425,19 +429,30 @@ func (n *node) merge(before []string, v any, c, path string) error {
 
 // find returns the base node at path below n: each step is a map key, a
 // list index, or name=value for the list item whose map has that entry.
-func (n *node) find(path ...string) (*node, error) {
+func (n *node) find(path ...string) (*node, error) { return n.findIn("", path...) }
+
+// findIn is find, where the steps also see the map entries and list items
+// that component c (if not "") adds.
+func (n *node) findIn(c string, path ...string) (*node, error) {
+	visible := func(when []string) bool { return len(when) == 0 || c != "" && slices.Equal(when, []string{c}) }
 	cur := n
 	for i, step := range path {
 		var next *node
 		switch cur.kind {
 		case mapNode:
-			if e := cur.entry(step); e != nil && len(e.when) == 0 {
+			if e := cur.entry(step); e != nil && visible(e.when) {
 				next = e.val
 			}
 		case listNode:
+			var items []*item
+			for _, it := range cur.items {
+				if visible(it.when) {
+					items = append(items, it)
+				}
+			}
 			if k, want, ok := strings.Cut(step, "="); ok {
-				for _, it := range cur.items {
-					if it.val.kind != mapNode || len(it.when) > 0 {
+				for _, it := range items {
+					if it.val.kind != mapNode {
 						continue
 					}
 					if e := it.val.entry(k); e != nil && e.val.kind == scalarNode && e.val.scalar == want {
@@ -445,8 +460,8 @@ func (n *node) find(path ...string) (*node, error) {
 						break
 					}
 				}
-			} else if idx, err := strconv.Atoi(step); err == nil && idx >= 0 && idx < len(cur.baseItems()) {
-				next = cur.baseItems()[idx].val
+			} else if idx, err := strconv.Atoi(step); err == nil && idx >= 0 && idx < len(items) {
+				next = items[idx].val
 			}
 		}
 		if next == nil {

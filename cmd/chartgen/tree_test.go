@@ -190,3 +190,105 @@ func decodeValue(t *testing.T, s string) any {
 	}
 	return v
 }
+
+// TestLabelsTail checks a labels value's tail (addLabels): without the
+// value the template renders byte for byte what it renders without the
+// tail, and with it the labels end the map.
+func TestLabelsTail(t *testing.T) {
+	const obj = `{kind: PodMonitor, metadata: {labels: {app: x}, name: pm}, spec: {port: admin}}`
+	emit := func(tail bool) string {
+		t.Helper()
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(obj), &v); err != nil {
+			t.Fatal(err)
+		}
+		tt := &templated{obj: object{kind: "PodMonitor", name: "pm", value: v}, node: fromValue(v)}
+		if tail {
+			if _, err := addLabels([]*templated{tt}, labelsValue{key: "extra", kinds: []string{"PodMonitor"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := &emitter{cond: func([]string) string { return "true" }}
+		if err := w.mapBody(tt.node, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		return w.b.String()
+	}
+	// Helm's toYaml and nindent.
+	funcs := template.FuncMap{
+		"toYaml": func(v any) string {
+			out, err := yaml.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSuffix(string(out), "\n")
+		},
+		"nindent": func(n int, s string) string {
+			pad := strings.Repeat(" ", n)
+			return "\n" + pad + strings.ReplaceAll(s, "\n", "\n"+pad)
+		},
+	}
+	render := func(text string, extra map[string]any) string {
+		t.Helper()
+		tmpl, err := template.New("t").Funcs(funcs).Parse(text)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, text)
+		}
+		var out strings.Builder
+		if err := tmpl.Execute(&out, map[string]any{"Values": map[string]any{"extra": extra}}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	plain := render(emit(false), nil)
+	tests := []struct {
+		name  string
+		extra map[string]any
+		want  string
+	}{
+		{name: "no value", extra: nil, want: plain},
+		{name: "an empty value", extra: map[string]any{}, want: plain},
+		{name: "labels", extra: map[string]any{"release": "kps", "team": "cache"},
+			want: "kind: PodMonitor\nmetadata:\n  labels:\n    app: x\n    release: kps\n    team: cache\n  name: pm\nspec:\n  port: admin\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := render(emit(true), tt.extra); got != tt.want {
+				t.Errorf("rendered:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFindIn checks that a value's path sees what its component adds to
+// a base object, and find (the base alone) does not.
+func TestFindIn(t *testing.T) {
+	n, err := build(`rules: [{from: metacontroller}]`, `rules: [{from: metacontroller}, {from: monitoring}]`, `rules: [{from: metacontroller}]`, `rules: [{from: metacontroller}, {from: monitoring}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		component string
+		path      []string
+		want      any // the scalar found; nil: not found
+	}{
+		{name: "the base's item", path: []string{"rules", "0", "from"}, want: "metacontroller"},
+		{name: "the component's item, from the base", path: []string{"rules", "1", "from"}},
+		{name: "the component's item, from the component", component: "a", path: []string{"rules", "1", "from"}, want: "monitoring"},
+		{name: "another component's view", component: "b", path: []string{"rules", "1", "from"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := n.findIn(tt.component, tt.path...)
+			switch {
+			case tt.want == nil && err == nil:
+				t.Errorf("found %v, want nothing", got.scalar)
+			case tt.want != nil && err != nil:
+				t.Errorf("%v, want %v", err, tt.want)
+			case tt.want != nil && got.scalar != tt.want:
+				t.Errorf("found %v, want %v", got.scalar, tt.want)
+			}
+		})
+	}
+}

@@ -31,6 +31,9 @@ type metrics struct {
 	mu       sync.Mutex
 	answered *prometheus.GaugeVec
 	reasons  map[memcachedKey]string
+	// threads is memcached_hook_memcached_threads, kept beside answered
+	// (and removed with it) under mu.
+	threads *prometheus.GaugeVec
 }
 
 // newMetrics registers the hook's metrics, and the Go runtime's and the
@@ -57,6 +60,13 @@ func newMetrics() *metrics {
 				"One series per Memcached this process answered; removed when it answers the Memcached's finalize.",
 			"namespace", "memcached", "reason"),
 		reasons: map[memcachedKey]string{},
+		// memcached_exporter shows -c (memcached_max_connections) but not
+		// -t, and memcached refuses clients at a count that depends on
+		// both (v1alpha1.MinConnections): the alerts read -t here.
+		threads: reg.GaugeVec("memcached_hook_memcached_threads",
+			"Worker threads (-t) of the memcached Pods this hook's last valid sync answer for a Memcached asks for. "+
+				"One series per Memcached this process answered; removed when it answers the Memcached's finalize.",
+			"namespace", "memcached"),
 	}
 	// Every auth failure reason shows as 0 from the start, so that a rate
 	// over it is defined before the first failure.
@@ -90,7 +100,22 @@ func (m *metrics) observeSync(hook string, p *metacontroller.Parent, now time.Ti
 	if a.Degraded == memcached.ReasonInvalidSpec {
 		m.invalidSpecs.Inc()
 	}
-	m.answeredFor(memcachedKey{p.Namespace, p.Name}, hook == "finalize", now, a.Degraded)
+	k := memcachedKey{p.Namespace, p.Name}
+	m.answeredFor(k, hook == "finalize", now, a.Degraded)
+	// An invalid spec changes no Pod: the threads the Pods run stay the
+	// last valid answer's.
+	if hook != "finalize" && a.Degraded != memcached.ReasonInvalidSpec {
+		s := p.Spec.DeepCopy()
+		s.Default()
+		m.threadsFor(k, *s.Memcached.Threads)
+	}
+}
+
+// threadsFor sets memcached_hook_memcached_threads for the Memcached k.
+func (m *metrics) threadsFor(k memcachedKey, threads int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.threads.WithLabelValues(k.namespace, k.name).Set(float64(threads))
 }
 
 // answeredFor keeps one memcached_hook_answer_timestamp_seconds series per
@@ -107,6 +132,7 @@ func (m *metrics) answeredFor(k memcachedKey, finalize bool, now time.Time, degr
 		delete(m.reasons, k)
 	}
 	if finalize {
+		m.threads.DeleteLabelValues(k.namespace, k.name)
 		return
 	}
 	m.reasons[k] = string(degraded)

@@ -185,3 +185,55 @@ func TestExposedNames(t *testing.T) {
 	}
 	testutil.CheckExposedNames(t, "memcached-hook", "memcached_hook_", res.body)
 }
+
+// TestThreadsPerMemcached checks memcached_hook_memcached_threads, which
+// the connection alerts read (memcached_exporter does not show -t): one
+// series per Memcached, the defaulted -t of its last valid sync answer,
+// kept through an invalid spec (which changes no Pod), gone once its
+// finalize is answered.
+func TestThreadsPerMemcached(t *testing.T) {
+	healthy := testutil.LoadCapture(t, "v2/0005-sync.json").Request // cache/cache-a, threads unset
+	eight := testutil.Edit(t, healthy, func(m map[string]any) {
+		setPath(m, []string{"parent", "spec", "memcached", "threads"}, 8)
+	})
+	invalid := testutil.Edit(t, healthy, func(m map[string]any) { m["parent"].(map[string]any)["spec"] = map[string]any{"size": -1} })
+	other := testutil.Edit(t, eight, func(m map[string]any) { setPath(m, []string{"parent", "metadata", "name"}, "cache-b") })
+	finalize := testutil.LoadCapture(t, "v2/0043-finalize.json").Request // cache/cache-a
+	const name = "memcached_hook_memcached_threads"
+	series := func(memcached string) string {
+		return fmt.Sprintf(`%s{memcached=%q,namespace="cache"}`, name, memcached)
+	}
+	tests := []struct {
+		name  string
+		calls [][2]string
+		want  map[string]float64
+	}{
+		{name: "the default", calls: [][2]string{{"/sync", "healthy"}}, want: map[string]float64{series("cache-a"): 4}},
+		{name: "the spec's", calls: [][2]string{{"/sync", "healthy"}, {"/sync", "eight"}}, want: map[string]float64{series("cache-a"): 8}},
+		{name: "an invalid spec keeps the last valid one's", calls: [][2]string{{"/sync", "eight"}, {"/sync", "invalid"}}, want: map[string]float64{series("cache-a"): 8}},
+		{name: "none before a valid spec", calls: [][2]string{{"/sync", "invalid"}}, want: map[string]float64{}},
+		{
+			name:  "finalize removes the Memcached's series only",
+			calls: [][2]string{{"/sync", "healthy"}, {"/sync", "other"}, {"/finalize", "finalize"}},
+			want:  map[string]float64{series("cache-b"): 8},
+		},
+	}
+	bodies := map[string][]byte{"healthy": healthy, "eight": eight, "invalid": invalid, "other": other, "finalize": finalize}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, _ := newTestServer(t, serverOptions{})
+			for _, c := range tt.calls {
+				post(t, srv.Client(), srv.URL+c[0], bodies[c[1]])
+			}
+			got := map[string]float64{}
+			for k, v := range scrape(t, srv.Client(), srv.URL) {
+				if strings.HasPrefix(k, name+"{") {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", name, diff)
+			}
+		})
+	}
+}

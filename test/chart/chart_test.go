@@ -42,12 +42,12 @@ const (
 // them, each with the chart value that turns it on. This is the test's
 // own statement of the contract, not read from the generator.
 var components = []struct{ dir, key string }{
+	{"prometheusrule", "prometheusRule"},
 	{"tls", "tls"},
 	{"client-tls", "clientTLS"},
 	{"auth-token", "authToken"},
 	{"basic-auth", "basicAuth"},
 	{"servicemonitor", "serviceMonitor"},
-	{"prometheusrule", "prometheusRule"},
 	{"dashboard", "grafanaDashboard"},
 }
 
@@ -201,6 +201,32 @@ metacontrollerNamespace: mc-system
 		t.Fatal(err)
 	}
 	tests = append(tests, testCase{name: "image resources goMemLimit metacontrollerNamespace", target: dir, file: valuesFile})
+
+	// monitoringLabels: the label a Prometheus selects rules and monitors
+	// by, as an overlay of the prometheusrule component adds it to each;
+	// and prometheusNamespace, where the overlay moves the hook's
+	// NetworkPolicy's rule for Prometheus.
+	dir = filepath.Join(work, "monitoringLabels")
+	labelOps, err := yaml.Marshal([]any{map[string]any{"op": "add", "path": "/metadata/labels/release", "value": "kube-prometheus-stack"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labelPatches []any
+	for _, kind := range []string{"PrometheusRule", "PodMonitor", "ServiceMonitor"} {
+		labelPatches = append(labelPatches, map[string]any{"target": map[string]any{"group": "monitoring.coreos.com", "kind": kind}, "patch": string(labelOps)})
+	}
+	promOps, err := yaml.Marshal([]any{patch("/spec/ingress/1/from/0/namespaceSelector/matchLabels/kubernetes.io~1metadata.name", "prom-system")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKustomization(t, dir, map[string]any{
+		"resources":  []string{relTo(t, dir, manifests)},
+		"components": []string{relTo(t, dir, filepath.Join(manifests, "components", "prometheusrule"))},
+		"patches": append(labelPatches,
+			map[string]any{"target": map[string]any{"kind": "NetworkPolicy", "name": "memcached-hook"}, "patch": string(promOps)}),
+	})
+	tests = append(tests, testCase{name: "monitoringLabels prometheusNamespace", target: dir,
+		values: []string{"prometheusRule.enabled=true", "monitoringLabels.release=kube-prometheus-stack", "prometheusNamespace=prom-system"}})
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

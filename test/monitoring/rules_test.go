@@ -6,7 +6,10 @@
 // dashboard parses; every metric name they read is one that
 // memcached_exporter, the agent or the hook really exposes
 // (testdata/exposed.txt, scraped from the real programs: see names_test.go).
-// Without promtool the tests that run it skip, or fail when CI is set.
+// And the rules run in a real Prometheus, Debian's, scraping the real
+// programs, through a healthy minute and a fault for each alert that
+// matters at the limits (prometheus_test.go). Without promtool or
+// prometheus the tests that run them skip, or fail when CI is set.
 package monitoring
 
 import (

@@ -256,14 +256,17 @@ $(GO_CLIENTS_BIN): $(GO_CLIENTS_FILES) $(TOOLS_EXT_MODS) $(TOOLS_EXT_DEPS)
 # /usr/bin/python3, which is the interpreter python3-pymemcache installs
 # into) and PHP's memcached extension, libmemcached underneath
 # (test/clients/php/client.php): the clients a Python or PHP user meets,
-# as Debian ships them. Installed with apt-get when missing, as root (make
-# test runs as root in CI). Not root, it prints what is missing and
-# succeeds: the tests that drive these clients skip (fail under CI).
+# as Debian ships them; and Debian's Prometheus server (2.42), which
+# test/monitoring runs the shipped rules in, scraping the real programs, as
+# a user's Prometheus would (its package's service is not started: the test
+# runs /usr/bin/prometheus itself). Installed with apt-get when missing, as
+# root (make test runs as root in CI). Not root, it prints what is missing
+# and succeeds: the tests that drive these clients skip (fail under CI).
 
-DEBIAN_CLIENTS_DEB_DEPS := python3-pymemcache php-cli php-memcached
+DEBIAN_CLIENTS_DEB_DEPS := python3-pymemcache php-cli php-memcached prometheus
 
 .PHONY: debian-clients
-debian-clients: ## install the Debian clients the tests drive (python3-pymemcache, php-cli, php-memcached)
+debian-clients: ## install the Debian clients and the Prometheus server the tests drive (python3-pymemcache, php-cli, php-memcached, prometheus)
 	@$(tools_apt_lock); \
 	if command -v dpkg-query >/dev/null; then \
 	  missing=; \
@@ -277,11 +280,11 @@ debian-clients: ## install the Debian clients the tests drive (python3-pymemcach
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	  else \
 	    echo "debian-clients: NOT INSTALLED:$$missing (not root; as root: apt-get install --no-install-recommends$$missing);" \
-	      "tests that drive the Python or PHP client skip (fail under CI)" >&2; \
+	      "tests that drive the Python or PHP client or Prometheus skip (fail under CI)" >&2; \
 	  fi; \
 	else \
-	  echo "debian-clients: NOT INSTALLED: no dpkg (not Debian; install pymemcache for /usr/bin/python3, php-cli and PHP's memcached extension by hand);" \
-	    "tests that drive the Python or PHP client skip (fail under CI)" >&2; \
+	  echo "debian-clients: NOT INSTALLED: no dpkg (not Debian; install pymemcache for /usr/bin/python3, php-cli, PHP's memcached extension and Prometheus by hand);" \
+	    "tests that drive the Python or PHP client or Prometheus skip (fail under CI)" >&2; \
 	fi
 
 # ---- helm ----------------------------------------------------------------------
