@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
@@ -60,13 +59,13 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
 		obs.reports = readReports(c)
 	}
-	sel := labels.SelectorFromSet(SelectorLabels(name))
+	want := SelectorLabels(name)
 	for _, pod := range req.Pods {
 		// Finished (evicted, completed) Pods are gone for good, and Pods
 		// of another Memcached are none of its business.
 		if pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
 			pod.Metadata.Namespace != req.Parent.Namespace ||
-			!sel.Matches(labels.Set(pod.Metadata.Labels)) {
+			!hasLabels(pod.Metadata.Labels, want) {
 			continue
 		}
 		// Terminating Pods are not members any more (the ReplicaSet has
@@ -78,10 +77,39 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 		}
 		obs.pods = append(obs.pods, pod)
 	}
-	byName := func(a, b metacontroller.Pod) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) }
-	slices.SortFunc(obs.pods, byName)
-	slices.SortFunc(obs.leaving, byName)
+	obs.pods, obs.leaving = sortedByName(obs.pods), sortedByName(obs.leaving)
 	return obs
+}
+
+// hasLabels tells whether labels holds every label of want, as the
+// selector of the set want matches: the selector's requirements took a
+// tenth of a 1,000-Pod sync's computing to say it.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedByName returns the Pods sorted by name. It sorts their places and
+// then copies each Pod once: sorting a thousand Pods in place moved each
+// (176 bytes) a dozen times, a fifth of a 1,000-Pod sync's computing.
+func sortedByName(pods []metacontroller.Pod) []metacontroller.Pod {
+	if len(pods) < 2 {
+		return pods
+	}
+	order := make([]int, len(pods))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(pods[a].Metadata.Name, pods[b].Metadata.Name) })
+	sorted := make([]metacontroller.Pod, len(pods))
+	for i, j := range order {
+		sorted[i] = pods[j]
+	}
+	return sorted
 }
 
 // findChild finds a child by name, whichever way the hook version keys the

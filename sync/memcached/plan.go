@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,8 +104,12 @@ func leavingSince(pod metacontroller.Pod) time.Time {
 	return t
 }
 
-// unzoned are the Pods that belong to no zone.
+// unzoned are the Pods that belong to no zone: without zones, pods
+// itself, not a copy.
 func unzoned(pods []metacontroller.Pod) []metacontroller.Pod {
+	if !slices.ContainsFunc(pods, func(pod metacontroller.Pod) bool { _, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; return ok }) {
+		return pods
+	}
 	var out []metacontroller.Pod
 	for _, pod := range pods {
 		if _, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; !ok {
