@@ -191,9 +191,11 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 // the events since, and the decisions they lead to (Assign's Stale
 // statuses says why it replays).
 type replay struct {
-	n      int // the slots below size
-	now    time.Time
-	byName map[string]Pod
+	n   int // the slots below size
+	now time.Time
+	// pods are the Pods Assign was given, byName their places in it.
+	pods   []Pod
+	byName map[string]int
 
 	// owner is each slot's Pod, for Pods that still exist, and slotOf
 	// each such Pod's slot; gonePod are the slots prev listed a Pod in
@@ -231,7 +233,7 @@ type replay struct {
 // or by an earlier hook) took in every event settled by now.
 func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *replay {
 	r := &replay{
-		n: int(min(max(size, 0), MaxSlots)), now: now, byName: make(map[string]Pod, len(pods)),
+		n: int(min(max(size, 0), MaxSlots)), now: now, pods: pods, byName: make(map[string]int, len(pods)),
 		slotOf: make(map[string]int, len(prev.Slots)), waits: map[string]bool{}, took: map[string]Successor{},
 	}
 	// Slots run to size, and past it to the last slot prev lists: no
@@ -243,8 +245,8 @@ func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *
 		}
 	}
 	r.owner, r.gonePod = make([]holder, end), make([]bool, end)
-	for _, p := range pods {
-		r.byName[p.Name] = p
+	for i, p := range pods {
+		r.byName[p.Name] = i
 	}
 	settled := now.Add(-Settle).Truncate(time.Second)
 	r.until, r.hadUntil = settled, prev.EventsUntil != nil
@@ -259,6 +261,22 @@ func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *
 		r.until = settled
 	}
 	return r
+}
+
+// pod returns the Pod of that name, if Assign was given one (the last,
+// if it was given two).
+func (r *replay) pod(name string) (Pod, bool) {
+	i, ok := r.byName[name]
+	if !ok {
+		return Pod{}, false
+	}
+	return r.pods[i], true
+}
+
+// named is pod's Pod alone: the zero Pod for a name Assign was not given.
+func (r *replay) named(name string) Pod {
+	p, _ := r.pod(name)
+	return p
 }
 
 // takenIn tells whether an event stamped t was taken in by prev (it is no
@@ -283,7 +301,7 @@ func (r *replay) readTable(prev []v1alpha1.Slot) {
 		if _, twice := r.slotOf[e.Pod]; twice {
 			continue
 		}
-		if _, exists := r.byName[e.Pod]; !exists {
+		if _, exists := r.pod(e.Pod); !exists {
 			r.gonePod[s] = true
 			continue
 		}
@@ -300,7 +318,7 @@ type holder struct {
 // take gives slot s to Pod name, and records whom a terminating Pod's slot
 // went to (Took).
 func (r *replay) take(name string, s int) {
-	if was := r.owner[s]; was.held && r.byName[was.pod].Leaving {
+	if was := r.owner[s]; was.held && r.named(was.pod).Leaving {
 		r.took[was.pod] = Successor{Pod: name, Slot: s}
 	}
 	if old, ok := r.slotOf[name]; ok {
@@ -316,7 +334,7 @@ func (r *replay) readWaiting(prev v1alpha1.SlotTable, pods []Pod) {
 	if r.hadUntil {
 		for _, name := range prev.Waiting {
 			_, slotted := r.slotOf[name]
-			p, exists := r.byName[name]
+			p, exists := r.pod(name)
 			if exists && !slotted && !r.waits[name] && canTake(p) && r.takenIn(p.ReadySince) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
 				r.waiting = append(r.waiting, name)
 				r.waits[name] = true
@@ -351,8 +369,8 @@ func (r *replay) readFree() {
 			r.free = append(r.free, s)
 		case !ok:
 			gone = append(gone, s)
-		case r.byName[name].Leaving && r.takenIn(r.byName[name].LeavingSince):
-			freed = append(freed, event{at: r.byName[name].LeavingSince, pod: name, leaves: true})
+		case r.named(name).Leaving && r.takenIn(r.named(name).LeavingSince):
+			freed = append(freed, event{at: r.named(name).LeavingSince, pod: name, leaves: true})
 		}
 	}
 	r.free = append(r.free, gone...)
@@ -411,7 +429,7 @@ func (r *replay) addEvent(e event) {
 // the slots free longest; then to the Pods that waited (a scale-up).
 func (r *replay) fillFree() {
 	for s, h := range r.owner {
-		if p := r.byName[h.pod]; h.held && s >= r.n && canTake(p) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
+		if p := r.named(h.pod); h.held && s >= r.n && canTake(p) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
 			r.movers = append(r.movers, h.pod)
 		}
 	}
@@ -461,7 +479,7 @@ func (r *replay) replayEvents() {
 func (r *replay) table() []v1alpha1.Slot {
 	end := r.n
 	for s, h := range r.owner {
-		if h.held && s >= r.n && !r.byName[h.pod].Leaving {
+		if h.held && s >= r.n && !r.named(h.pod).Leaving {
 			end = max(end, s+1)
 		}
 	}
@@ -469,7 +487,7 @@ func (r *replay) table() []v1alpha1.Slot {
 	for s := range end {
 		e := v1alpha1.Slot{Slot: int32(s), State: v1alpha1.SlotEmpty}
 		if h := r.owner[s]; h.held {
-			p := r.byName[h.pod]
+			p := r.named(h.pod)
 			e.Pod, e.IP = p.Name, p.IP
 			switch {
 			case p.Leaving:
