@@ -319,25 +319,43 @@ func decodeRelated(d *jsontext.Decoder, req *SyncRequest, exact bool) error {
 			continue
 		}
 		// The Pods are read into a list, then into a map made for them
-		// all: growing the map as they came rehashed it eight times.
+		// all: growing the map as they came rehashed it eight times. The
+		// list is kept between calls, as the decoders are.
 		w := podWalk{d: d, exact: exact}
-		var keys []string
-		var list []Pod
+		l := podLists.Get().(*podList)
 		pods := objectAt(d)
 		for pods.next() {
-			keys = append(keys, pods.name.String())
-			list = append(list, Pod{})
-			pods.err = w.pod(&list[len(list)-1])
+			l.keys = append(l.keys, pods.name.String())
+			l.pods = append(l.pods, Pod{})
+			pods.err = w.pod(&l.pods[len(l.pods)-1])
 		}
 		o.err = pods.err
-		if len(list) > 0 && req.Pods == nil {
-			req.Pods = make(map[string]Pod, len(list))
+		if len(l.pods) > 0 && req.Pods == nil {
+			req.Pods = make(map[string]Pod, len(l.pods))
 		}
-		for i, key := range keys {
-			req.Pods[key] = list[i]
+		for i, key := range l.keys {
+			req.Pods[key] = l.pods[i]
 		}
+		l.free()
 	}
 	return o.err
+}
+
+// podList is decodeRelated's list of the Pods it read, by key.
+type podList struct {
+	keys []string
+	pods []Pod
+}
+
+var podLists = sync.Pool{New: func() any { return new(podList) }}
+
+// free empties the list, keeping nothing of its request, and gives it
+// back to the pool.
+func (l *podList) free() {
+	clear(l.keys)
+	clear(l.pods)
+	l.keys, l.pods = l.keys[:0], l.pods[:0]
+	podLists.Put(l)
 }
 
 // podWalk reads the Pods of one request, each like the one before it. A
