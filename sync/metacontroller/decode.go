@@ -566,15 +566,29 @@ func (w *podWalk) labelsWalk(m *map[string]string) error {
 }
 
 // readString is readString, reusing the Pod before's string where it can.
+// Unless exact, it reads the token without a PeekKind first, and leaves
+// anything but a string or a null to the exact walk.
 func (w *podWalk) readString() (string, error) {
-	if w.d.PeekKind() != '"' {
-		return readString(w.d)
+	if w.exact {
+		if w.d.PeekKind() != '"' {
+			return readString(w.d)
+		}
+		tok, err := w.d.ReadToken()
+		if err != nil {
+			return "", err
+		}
+		return w.reuse(tok), nil
 	}
 	tok, err := w.d.ReadToken()
-	if err != nil {
-		return "", err
+	switch {
+	case err != nil:
+		return "", errNotQuick
+	case tok.Kind() == '"':
+		return w.reuse(tok), nil
+	case tok.Kind() == 'n':
+		return "", nil
 	}
-	return w.reuse(tok), nil
+	return "", errNotQuick
 }
 
 // reuse returns the string token tok holds: the Pod before's string read
@@ -633,12 +647,13 @@ func (o *object) next() bool {
 			return false
 		}
 	}
-	if o.d.PeekKind() == '}' {
-		_, o.err = o.d.ReadToken()
+	// The name, or the '}' that ends the object: one ReadToken, without
+	// a PeekKind before it (a 1,000-Pod request has 25,000 names).
+	o.name, o.err = o.d.ReadToken()
+	if o.err == nil && o.name.Kind() == '}' {
 		o.done = true
 		return false
 	}
-	o.name, o.err = o.d.ReadToken()
 	return o.err == nil
 }
 

@@ -99,6 +99,27 @@ func TestQuickStatus(t *testing.T) {
 			checkQuickAsWalk(t, podRequest(tt.labels, tt.statuses...), tt.wantQuick)
 		})
 	}
+	// The Pod's metadata is walked in both, but its strings are read
+	// without a look ahead unless exact.
+	metadata := []struct {
+		name      string
+		meta      string
+		wantQuick bool
+	}{
+		{name: "strings", meta: `{"name":"p","namespace":"ns","creationTimestamp":"2026-11-22T01:32:32Z"}`, wantQuick: true},
+		{name: "nulls", meta: `{"name":null,"namespace":null,"creationTimestamp":null}`, wantQuick: true},
+		{name: "name a number", meta: `{"name":1}`},
+		{name: "namespace an object", meta: `{"namespace":{"a":1}}`},
+		{name: "creationTimestamp a list", meta: `{"creationTimestamp":[]}`},
+		{name: "name not JSON", meta: `{"name":"\q"}`},
+		// Not the Pod's strings: refused by the walk both share.
+		{name: "not an object", meta: `[]`, wantQuick: true},
+	}
+	for _, tt := range metadata {
+		t.Run("metadata "+tt.name, func(t *testing.T) {
+			checkQuickAsWalk(t, []byte(`{"related":{"Pod.v1":{"ns/p":{"metadata":`+tt.meta+`,"status":{}}}}}`), tt.wantQuick)
+		})
+	}
 	t.Run("captures", func(t *testing.T) {
 		for _, rel := range testutil.CaptureNames(t) {
 			if body := testutil.LoadCapture(t, rel).Request; strings.Contains(rel, "sync") {
