@@ -63,7 +63,7 @@ func DecodeSyncRequest(body []byte) (*SyncRequest, error) {
 }
 
 // decodeSyncRequest decodes a sync or finalize call, the Pods' statuses
-// read quickly (quick.go) unless exact.
+// and labels read quickly (quick.go) unless exact.
 func decodeSyncRequest(body []byte, exact bool) (*SyncRequest, error) {
 	req := new(SyncRequest)
 	err := decode(body, func(d *jsontext.Decoder) error {
