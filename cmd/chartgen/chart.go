@@ -270,7 +270,9 @@ type templated struct {
 	when []string // the components that add it; empty: always there
 }
 
-// generate makes the chart.
+// generate makes the chart, in steps: the base's objects, what each
+// component changes in them, the order of what the components add to the
+// same list, the values, then the files.
 func (g generator) generate(ctx context.Context) (generated, error) {
 	if err := g.checkComponents(); err != nil {
 		return nil, err
@@ -280,36 +282,85 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		return nil, err
 	}
 	out := generated{}
+	namespace, crds, objs, err := readBase(base)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.copyCRDs(crds, out); err != nil {
+		return nil, err
+	}
+	if err := g.addComponents(ctx, base, objs); err != nil {
+		return nil, err
+	}
+	if err := g.patchAdded(ctx, objs); err != nil {
+		return nil, err
+	}
+	if err := g.orderLists(ctx, objs); err != nil {
+		return nil, err
+	}
+	values, err := paramValues(objs.list)
+	if err != nil {
+		return nil, err
+	}
+	componentValues, err := g.componentValues()
+	if err != nil {
+		return nil, err
+	}
+	values = append(values, componentValues...)
+	for _, lv := range labelsValues {
+		v, err := addLabels(objs.list, lv)
+		if err != nil {
+			return nil, err
+		}
+		values = append(values, v)
+	}
+	releaseNamespace(objs.list, namespace)
+	if err := g.write(objs.list, values, namespace, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
-	// The Namespace stays out (it carries the Pod Security label, which
-	// helm --create-namespace cannot set); its name becomes the release's.
-	var namespace string
-	var crds []object
-	var objs []*templated
-	byID := map[string]*templated{}
+// objects are the chart's objects, in the order they are made, and by id.
+type objects struct {
+	list []*templated
+	byID map[string]*templated
+}
+
+func (objs *objects) add(t *templated) {
+	objs.list = append(objs.list, t)
+	objs.byID[t.obj.id()] = t
+}
+
+// readBase sorts the base's objects: its one Namespace, whose name
+// becomes the release's (the Namespace stays out: it carries the Pod
+// Security label, which helm --create-namespace cannot set), the CRDs,
+// and the objects the chart templates.
+func readBase(base []object) (namespace string, crds []object, objs *objects, err error) {
+	objs = &objects{byID: map[string]*templated{}}
 	for _, o := range base {
 		switch o.kind {
 		case "Namespace":
 			if namespace != "" {
-				return nil, fmt.Errorf("the manifests make two Namespaces, %s and %s: the chart installs into one, the release's", namespace, o.name)
+				return "", nil, nil, fmt.Errorf("the manifests make two Namespaces, %s and %s: the chart installs into one, the release's", namespace, o.name)
 			}
 			namespace = o.name
 		case "CustomResourceDefinition":
 			crds = append(crds, o)
 		default:
-			t := &templated{obj: o, node: fromValue(o.value)}
-			objs = append(objs, t)
-			byID[o.id()] = t
+			objs.add(&templated{obj: o, node: fromValue(o.value)})
 		}
 	}
 	if namespace == "" {
-		return nil, errors.New("the manifests make no Namespace: the chart installs what they put in theirs into the release's")
+		return "", nil, nil, errors.New("the manifests make no Namespace: the chart installs what they put in theirs into the release's")
 	}
-	if err := g.copyCRDs(crds, out); err != nil {
-		return nil, err
-	}
+	return namespace, crds, objs, nil
+}
 
-	// Each component, over the base alone: what it changes.
+// addComponents builds each component over the base alone and takes in
+// what it changes: a field of the base's objects becomes conditional on
+// it, an object it adds is made only with it.
+func (g generator) addComponents(ctx context.Context, base []object, objs *objects) error {
 	baseByID := map[string]object{}
 	for _, o := range base {
 		baseByID[o.id()] = o
@@ -317,48 +368,31 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 	for _, c := range components {
 		built, err := g.k.build(ctx, []string{c.dir}, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		seen := map[string]bool{}
 		for _, o := range built {
 			seen[o.id()] = true
-			b, inBase := baseByID[o.id()]
-			switch {
-			case o.kind == "Namespace" || o.kind == "CustomResourceDefinition":
-				if !inBase || !equalJSON(b.value, o.value) {
-					return nil, fmt.Errorf("component %s changes or adds %s, which the chart does not template", c.dir, o)
-				}
-			case inBase:
-				if err := byID[o.id()].node.apply(b.value, o.value, c.dir, o.String()); err != nil {
-					return nil, err
-				}
-			case byID[o.id()] != nil: // added by an earlier component too
-				t := byID[o.id()]
-				before := t.when
-				t.when = append(slices.Clone(t.when), c.dir)
-				if err := t.node.merge(before, o.value, c.dir, o.String()); err != nil {
-					return nil, err
-				}
-			default:
-				o.origin = "components/" + c.dir + ".yaml"
-				t := &templated{obj: o, node: fromValue(o.value), when: []string{c.dir}}
-				objs = append(objs, t)
-				byID[o.id()] = t
+			if err := addComponentObject(c, o, baseByID, objs); err != nil {
+				return err
 			}
 		}
 		for _, o := range base {
 			if !seen[o.id()] {
-				return nil, fmt.Errorf("component %s removes %s, which a chart value cannot express", c.dir, o)
+				return fmt.Errorf("component %s removes %s, which a chart value cannot express", c.dir, o)
 			}
 		}
 	}
+	return nil
+}
 
-	// What each component changes in the objects an earlier component
-	// adds: built after it, over the base, it patches them too (tls the
-	// scheme of the hook's ServiceMonitor).
+// patchAdded takes in what each component changes in the objects an
+// earlier component adds: built after it, over the base, it patches them
+// too (tls the scheme of the hook's ServiceMonitor).
+func (g generator) patchAdded(ctx context.Context, objs *objects) error {
 	for i, c := range components {
 		var added []*templated
-		for _, t := range objs {
+		for _, t := range objs.list {
 			if slices.Equal(t.when, []string{c.dir}) {
 				added = append(added, t)
 			}
@@ -368,7 +402,7 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		}
 		alone, err := g.k.build(ctx, []string{c.dir}, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		aloneByID := map[string]object{}
 		for _, o := range alone {
@@ -377,7 +411,7 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		for _, later := range components[i+1:] {
 			both, err := g.k.build(ctx, []string{c.dir, later.dir}, false)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			for _, o := range both {
 				for _, t := range added {
@@ -385,73 +419,141 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 						continue
 					}
 					if err := t.node.apply(aloneByID[o.id()].value, o.value, later.dir, o.String()); err != nil {
-						return nil, err
+						return err
 					}
 				}
 			}
 		}
 	}
 
-	// Every component at once (even those the chart refuses together:
-	// kustomize builds them), for the order of what they add to the same
-	// list, and to check that the components, taken one at a time, add up
-	// to what they build together.
+	return nil
+}
+
+// addComponentObject takes in one object of component c's build: a
+// change to an object of the base, or an object it adds (alone, or as an
+// earlier component did too).
+func addComponentObject(c component, o object, baseByID map[string]object, objs *objects) error {
+	b, inBase := baseByID[o.id()]
+	switch {
+	case o.kind == "Namespace" || o.kind == "CustomResourceDefinition":
+		if !inBase || !equalJSON(b.value, o.value) {
+			return fmt.Errorf("component %s changes or adds %s, which the chart does not template", c.dir, o)
+		}
+	case inBase:
+		return objs.byID[o.id()].node.apply(b.value, o.value, c.dir, o.String())
+	case objs.byID[o.id()] != nil: // added by an earlier component too
+		t := objs.byID[o.id()]
+		before := t.when
+		t.when = append(slices.Clone(t.when), c.dir)
+		return t.node.merge(before, o.value, c.dir, o.String())
+	default:
+		o.origin = "components/" + c.dir + ".yaml"
+		objs.add(&templated{obj: o, node: fromValue(o.value), when: []string{c.dir}})
+	}
+	return nil
+}
+
+// orderLists builds every component at once (even those the chart
+// refuses together: kustomize builds them), for the order of what they
+// add to the same list, and to check that the components, taken one at a
+// time, add up to what they build together.
+func (g generator) orderLists(ctx context.Context, objs *objects) error {
 	all, err := g.k.build(ctx, componentDirs(), false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, o := range all {
 		if o.kind == "Namespace" || o.kind == "CustomResourceDefinition" {
 			continue
 		}
-		t := byID[o.id()]
+		t := objs.byID[o.id()]
 		if t == nil {
-			return nil, fmt.Errorf("with every component, kustomize builds %s, which no component builds alone", o)
+			return fmt.Errorf("with every component, kustomize builds %s, which no component builds alone", o)
 		}
 		if err := t.node.order(o.value, o.String()); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// The values: fields of the base, then the components.
+// paramValues are the values that set fields of the base (params): each
+// field, and its copies, becomes a template of the value.
+func paramValues(objs []*templated) ([]value, error) {
 	values := []value{}
 	for _, p := range params {
-		i := slices.IndexFunc(objs, func(t *templated) bool { return t.obj.kind == p.kind && t.obj.name == p.name && len(t.when) == 0 })
-		if i < 0 {
-			return nil, fmt.Errorf("value %s: the manifests have no %s %s", p.key, p.kind, p.name)
-		}
-		n, err := objs[i].node.findIn(p.component, p.path...)
-		if err == nil && !n.plain() {
-			err = errors.New("a component changes it, so it cannot be a value too")
-		}
+		v, err := paramValue(objs, p)
 		if err != nil {
-			return nil, fmt.Errorf("value %s (%s %s, %s): %w", p.key, p.kind, p.name, strings.Join(p.path, "."), err)
+			return nil, err
 		}
-		was := n.scalar
-		def, schema, err := p.set(n)
-		if err != nil {
-			return nil, fmt.Errorf("value %s: %w", p.key, err)
-		}
-		for _, f := range p.copies {
-			j := slices.IndexFunc(objs, func(t *templated) bool { return t.obj.kind == f.kind && t.obj.name == f.name && len(t.when) == 0 })
-			if j < 0 {
-				return nil, fmt.Errorf("value %s: the manifests have no %s %s to copy it into", p.key, f.kind, f.name)
-			}
-			c, err := objs[j].node.find(f.path...)
-			switch {
-			case err != nil:
-			case !c.plain():
-				err = errors.New("a component changes it, so it cannot be a copy of a value")
-			case c.scalar != was || c.kind != n.kind:
-				err = fmt.Errorf("holds %v, not the value's %v", c.scalar, was)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("value %s, its copy in %s %s at %s: %w", p.key, f.kind, f.name, strings.Join(f.path, "."), err)
-			}
-			c.tmpl = n.tmpl
-		}
-		values = append(values, value{key: p.key, doc: p.doc, def: def, schema: schema, fields: p.fields})
+		values = append(values, v)
 	}
+	return values, nil
+}
+
+// paramValue makes p's field of the base, and its copies, a template of
+// the value, and returns the value with the field's default.
+func paramValue(objs []*templated, p param) (value, error) {
+	t := baseObject(objs, p.kind, p.name)
+	if t == nil {
+		return value{}, fmt.Errorf("value %s: the manifests have no %s %s", p.key, p.kind, p.name)
+	}
+	n, err := t.node.findIn(p.component, p.path...)
+	if err == nil && !n.plain() {
+		err = errors.New("a component changes it, so it cannot be a value too")
+	}
+	if err != nil {
+		return value{}, fmt.Errorf("value %s (%s %s, %s): %w", p.key, p.kind, p.name, strings.Join(p.path, "."), err)
+	}
+	was := n.scalar
+	def, schema, err := p.set(n)
+	if err != nil {
+		return value{}, fmt.Errorf("value %s: %w", p.key, err)
+	}
+	for _, f := range p.copies {
+		if err := copyValue(objs, p.key, f, n, was); err != nil {
+			return value{}, err
+		}
+	}
+	return value{key: p.key, doc: p.doc, def: def, schema: schema, fields: p.fields}, nil
+}
+
+// copyValue gives field f, a copy of value key's field n (which held was
+// before it became a template), n's template.
+func copyValue(objs []*templated, key string, f field, n *node, was any) error {
+	t := baseObject(objs, f.kind, f.name)
+	if t == nil {
+		return fmt.Errorf("value %s: the manifests have no %s %s to copy it into", key, f.kind, f.name)
+	}
+	c, err := t.node.find(f.path...)
+	switch {
+	case err != nil:
+	case !c.plain():
+		err = errors.New("a component changes it, so it cannot be a copy of a value")
+	case c.scalar != was || c.kind != n.kind:
+		err = fmt.Errorf("holds %v, not the value's %v", c.scalar, was)
+	}
+	if err != nil {
+		return fmt.Errorf("value %s, its copy in %s %s at %s: %w", key, f.kind, f.name, strings.Join(f.path, "."), err)
+	}
+	c.tmpl = n.tmpl
+	return nil
+}
+
+// baseObject is the object of that kind and name the base makes (no
+// component adds it), or nil.
+func baseObject(objs []*templated, kind, name string) *templated {
+	i := slices.IndexFunc(objs, func(t *templated) bool { return t.obj.kind == kind && t.obj.name == name && len(t.when) == 0 })
+	if i < 0 {
+		return nil
+	}
+	return objs[i]
+}
+
+// componentValues are the values that turn the components on, one each:
+// <key>.enabled, false by default.
+func (g generator) componentValues() ([]value, error) {
+	var values []value
 	for _, c := range components {
 		doc, err := g.componentDoc(c)
 		if err != nil {
@@ -469,14 +571,12 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 			},
 		})
 	}
-	for _, lv := range labelsValues {
-		v, err := addLabels(objs, lv)
-		if err != nil {
-			return nil, err
-		}
-		values = append(values, v)
-	}
+	return values, nil
+}
 
+// releaseNamespace makes every namespace field that names the manifests'
+// Namespace, and is no value already, the release's.
+func releaseNamespace(objs []*templated, namespace string) {
 	for _, t := range objs {
 		t.node.walk(func(key string, n *node) {
 			if n.kind != scalarNode || n.tmpl != "" {
@@ -491,15 +591,21 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 			}
 		})
 	}
+}
 
+// write renders the chart's files into out: the templates, values.yaml
+// and its schema, Chart.yaml (its appVersion the image's tag) and
+// README.md's values.
+func (g generator) write(objs []*templated, values []value, namespace string, out generated) error {
 	if err := g.templates(objs, out); err != nil {
-		return nil, err
+		return err
 	}
+	var err error
 	if out["values.yaml"], err = valuesYAML(values, namespace); err != nil {
-		return nil, err
+		return err
 	}
 	if out["values.schema.json"], err = valuesSchema(values); err != nil {
-		return nil, err
+		return err
 	}
 	var tag string
 	for _, v := range values {
@@ -508,12 +614,12 @@ func (g generator) generate(ctx context.Context) (generated, error) {
 		}
 	}
 	if out["Chart.yaml"], err = g.chartYAML(tag); err != nil {
-		return nil, err
+		return err
 	}
 	if out["README.md"], err = g.readmeValues(values); err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
+	return nil
 }
 
 // checkComponents checks that the table above names every component of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,6 +85,53 @@ func BenchmarkFloor(b *testing.B) {
 			b.ReportMetric(float64(len(body)), "req-B")
 		})
 	}
+}
+
+// BenchmarkSyncPairs times BenchmarkFloor's scan and BenchmarkSync's
+// whole path over the same 1,000-Pod request back to back, op by op, and
+// reports the median of each op's ratios: sync/floor, and the decode's,
+// the computing's and the encoding's part of it. On a machine other work
+// loads, BenchmarkSync and BenchmarkFloor, run one after the other, meet
+// different loads, and their ratio moved by more than the changes it was
+// to measure; a pair meets the same.
+func BenchmarkSyncPairs(b *testing.B) {
+	body := benchRequests(b)[1000]
+	now := time.Now()
+	var sync, decode, compute, encode []float64
+	for b.Loop() {
+		t0 := time.Now()
+		if !jsontext.Value(body).IsValid() {
+			b.Fatal("request is not valid JSON")
+		}
+		t1 := time.Now()
+		req, err := metacontroller.DecodeSyncRequest(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		a, err := memcached.Sync(req, now, hookOptions)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if _, err := json.Marshal(a.Response); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		floor := float64(t1.Sub(t0))
+		sync = append(sync, float64(t4.Sub(t1))/floor)
+		decode = append(decode, float64(t2.Sub(t1))/floor)
+		compute = append(compute, float64(t3.Sub(t2))/floor)
+		encode = append(encode, float64(t4.Sub(t3))/floor)
+	}
+	median := func(x []float64) float64 {
+		slices.Sort(x)
+		return x[len(x)/2]
+	}
+	b.ReportMetric(median(sync), "sync/floor")
+	b.ReportMetric(median(decode), "decode/floor")
+	b.ReportMetric(median(compute), "compute/floor")
+	b.ReportMetric(median(encode), "encode/floor")
 }
 
 // BenchmarkSyncParts splits BenchmarkSync into its decode, compute and

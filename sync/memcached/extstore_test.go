@@ -68,7 +68,9 @@ func TestExtstoreWithTheOtherFeatures(t *testing.T) {
 				if len(opts) != 1 || !strings.HasPrefix(opts[0], "ext_path=/run/memcached/extstore/memcached:960m,") {
 					t.Errorf("%s: extstore's -o %q, want one, for a file of 960m", d.Name, opts)
 				}
-				if !slices.ContainsFunc(mc.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "extstore" && m.MountPath == "/run/memcached/extstore" }) {
+				if !slices.ContainsFunc(mc.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == "extstore" && m.MountPath == "/run/memcached/extstore"
+				}) {
 					t.Errorf("%s: the memcached container does not mount the extstore volume: %+v", d.Name, mc.VolumeMounts)
 				}
 				if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {

@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,10 +145,19 @@ func prevTables(p *metacontroller.Parent) map[string]v1alpha1.SlotTable {
 // inCell are the Pods of cell zone: those labelled with it, or, for the
 // cell "", those without the label (a Memcached whose zones were just
 // removed still has Pods of its zones, which go with their Deployments).
+// When every Pod is the cell's (a Memcached without zones) it is pods
+// itself, not a copy: a 1,000-Pod sync copied them all for nothing.
 func inCell(pods []metacontroller.Pod, zone string) []metacontroller.Pod {
+	in := func(pod metacontroller.Pod) bool {
+		z, ok := pod.Metadata.Labels[v1alpha1.LabelZone]
+		return z == zone && ok == (zone != "")
+	}
+	if !slices.ContainsFunc(pods, func(pod metacontroller.Pod) bool { return !in(pod) }) {
+		return pods
+	}
 	var out []metacontroller.Pod
 	for _, pod := range pods {
-		if z, ok := pod.Metadata.Labels[v1alpha1.LabelZone]; z == zone && ok == (zone != "") {
+		if in(pod) {
 			out = append(out, pod)
 		}
 	}

@@ -55,6 +55,16 @@ import (
 // DecodeSyncRequest decodes the body of a sync or finalize call. A JSON null
 // body decodes to an empty request, which has no parent.
 func DecodeSyncRequest(body []byte) (*SyncRequest, error) {
+	req, err := decodeSyncRequest(body, false)
+	if errors.Is(err, errNotQuick) {
+		req, err = decodeSyncRequest(body, true)
+	}
+	return req, err
+}
+
+// decodeSyncRequest decodes a sync or finalize call, the Pods' statuses
+// and labels read quickly (quick.go) unless exact.
+func decodeSyncRequest(body []byte, exact bool) (*SyncRequest, error) {
 	req := new(SyncRequest)
 	err := decode(body, func(d *jsontext.Decoder) error {
 		o := objectAt(d)
@@ -65,7 +75,7 @@ func DecodeSyncRequest(body []byte) (*SyncRequest, error) {
 			case "children":
 				o.err = json.UnmarshalDecode(d, &req.Children)
 			case "related":
-				o.err = decodeRelated(d, req)
+				o.err = decodeRelated(d, req, exact)
 			case "finalizing":
 				req.Finalizing, o.err = readBool(d)
 			default:
@@ -271,11 +281,16 @@ func decodeStatus(d *jsontext.Decoder, st *v1alpha1.MemcachedStatus) error {
 // decodeSlotTable reads a slot table the hook wrote. Anything that is not
 // the shape the hook writes gives false: the table is then rebuilt from
 // the Pods, never a request error. Whether its entries make sense (their
-// order, above all) is for its readers (contract.Ordered). (A walk by
-// hand, as for the Pods, was measured: no faster at 1,000 slots, where
-// scanning the tokens is the cost.)
+// order, above all) is for its readers (contract.Ordered). The table the
+// hook wrote is read quickly (quickSlotTable); any other is unmarshaled.
+// (A walk by hand, token by token, was measured: no faster at 1,000
+// slots, where scanning the tokens is the cost.)
 func decodeSlotTable(raw jsontext.Value) (v1alpha1.SlotTable, bool) {
 	var t v1alpha1.SlotTable
+	if quickSlotTable(raw, &t) {
+		return t, true
+	}
+	t = v1alpha1.SlotTable{}
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return v1alpha1.SlotTable{}, false
 	}
@@ -294,60 +309,107 @@ func decodeZone(raw jsontext.Value) (v1alpha1.ZoneStatus, bool) {
 }
 
 // decodeRelated reads the related objects: the Pods, each walked by hand
-// into the small Pod type (see decodePod). Related objects of other kinds
-// are skipped.
-func decodeRelated(d *jsontext.Decoder, req *SyncRequest) error {
+// into the small Pod type (see podWalk), their statuses quickly unless
+// exact. Related objects of other kinds are skipped.
+func decodeRelated(d *jsontext.Decoder, req *SyncRequest, exact bool) error {
 	o := objectAt(d)
 	for o.next() {
 		if o.name.String() != PodKey {
 			o.err = skip(d)
 			continue
 		}
+		// The Pods are read into a list, then into a map made for them
+		// all: growing the map as they came rehashed it eight times. The
+		// list is kept between calls, as the decoders are.
+		w := podWalk{d: d, exact: exact}
+		l := podLists.Get().(*podList)
 		pods := objectAt(d)
 		for pods.next() {
-			if req.Pods == nil {
-				req.Pods = make(map[string]Pod)
-			}
-			key := pods.name.String()
-			var p Pod
-			pods.err = decodePod(d, &p)
-			req.Pods[key] = p
+			l.keys = append(l.keys, pods.name.String())
+			l.pods = append(l.pods, Pod{})
+			pods.err = w.pod(&l.pods[len(l.pods)-1])
 		}
 		o.err = pods.err
+		if len(l.pods) > 0 && req.Pods == nil {
+			req.Pods = make(map[string]Pod, len(l.pods))
+		}
+		for i, key := range l.keys {
+			req.Pods[key] = l.pods[i]
+		}
+		l.free()
 	}
 	return o.err
 }
 
-// decodePod reads one Pod: a Pod is mostly spec and managedFields, which it
+// podList is decodeRelated's list of the Pods it read, by key.
+type podList struct {
+	keys []string
+	pods []Pod
+}
+
+var podLists = sync.Pool{New: func() any { return new(podList) }}
+
+// free empties the list, keeping nothing of its request, and gives it
+// back to the pool.
+func (l *podList) free() {
+	clear(l.keys)
+	clear(l.pods)
+	l.keys, l.pods = l.keys[:0], l.pods[:0]
+	podLists.Put(l)
+}
+
+// podWalk reads the Pods of one request, each like the one before it. A
+// Memcached's Pods share most of what the hook reads (the namespace, the
+// labels, the phase, the conditions' types and statuses, the containers'
+// names): each string the walk reads is compared with the one read at the
+// same step of the Pod before, and when the bytes are the same, that string
+// is reused rather than allocated again, and lists and maps are sized as
+// the Pod before's were. Strings were most of a 1,000-Pod decode's
+// allocations. A Pod unlike the one before costs one comparison a string.
+type podWalk struct {
+	d *jsontext.Decoder
+	// exact: each status is walked, not read quickly (quick.go).
+	exact bool
+	// prev are the strings the Pod before read, in order; cur, this
+	// Pod's so far.
+	prev, cur []string
+	// last is the Pod before, whose lengths size this one's lists.
+	last Pod
+}
+
+// pod reads one Pod: a Pod is mostly spec and managedFields, which it
 // skips with one scan each, where decoding into a struct skips unknown
 // members token by token. A null reads as encoding/json reads it.
-func decodePod(d *jsontext.Decoder, p *Pod) error {
-	o := objectAt(d)
+func (w *podWalk) pod(p *Pod) error {
+	w.prev, w.cur = w.cur, w.prev[:0]
+	o := objectAt(w.d)
 	for o.next() {
 		switch o.name.String() {
 		case "metadata":
-			o.err = decodePodMeta(d, &p.Metadata)
+			o.err = w.meta(&p.Metadata)
 		case "status":
-			o.err = decodePodStatus(d, &p.Status)
+			o.err = w.status(&p.Status)
 		default:
-			o.err = skip(d)
+			o.err = skip(w.d)
 		}
 	}
+	w.last = *p
 	return o.err
 }
 
-func decodePodMeta(d *jsontext.Decoder, m *PodMeta) error {
+func (w *podWalk) meta(m *PodMeta) error {
+	d := w.d
 	o := objectAt(d)
 	for o.next() {
 		switch o.name.String() {
 		case "name":
-			m.Name, o.err = readString(d)
+			m.Name, o.err = w.readString()
 		case "namespace":
-			m.Namespace, o.err = readString(d)
+			m.Namespace, o.err = w.readString()
 		case "labels":
-			o.err = decodeStringMap(d, &m.Labels)
+			o.err = w.labels(&m.Labels)
 		case "creationTimestamp":
-			m.CreationTimestamp, o.err = readString(d)
+			m.CreationTimestamp, o.err = w.readString()
 		case "deletionTimestamp":
 			o.err = json.UnmarshalDecode(d, &m.DeletionTimestamp)
 		case "deletionGracePeriodSeconds":
@@ -359,52 +421,65 @@ func decodePodMeta(d *jsontext.Decoder, m *PodMeta) error {
 	return o.err
 }
 
-func decodePodStatus(d *jsontext.Decoder, s *PodStatus) error {
-	o := objectAt(d)
+// status reads a Pod's status quickly (quick.go), or, exact, walks it.
+func (w *podWalk) status(s *PodStatus) error {
+	if w.exact {
+		return w.statusWalk(s)
+	}
+	raw, err := w.d.ReadValue()
+	if err != nil || !w.quickStatus(raw, s) {
+		return errNotQuick
+	}
+	return nil
+}
+
+func (w *podWalk) statusWalk(s *PodStatus) error {
+	o := objectAt(w.d)
 	for o.next() {
 		switch o.name.String() {
 		case "phase":
-			s.Phase, o.err = readString(d)
+			s.Phase, o.err = w.readString()
 		case "podIP":
-			s.PodIP, o.err = readString(d)
+			s.PodIP, o.err = w.readString()
 		case "conditions":
-			o.err = decodeList(d, &s.Conditions, decodePodCondition)
+			o.err = decodeList(w, &s.Conditions, len(w.last.Status.Conditions), (*podWalk).condition)
 		case "initContainerStatuses":
-			o.err = decodeList(d, &s.InitContainerStatuses, decodeContainerStatus)
+			o.err = decodeList(w, &s.InitContainerStatuses, len(w.last.Status.InitContainerStatuses), (*podWalk).containerStatus)
 		case "containerStatuses":
-			o.err = decodeList(d, &s.ContainerStatuses, decodeContainerStatus)
+			o.err = decodeList(w, &s.ContainerStatuses, len(w.last.Status.ContainerStatuses), (*podWalk).containerStatus)
 		default:
-			o.err = skip(d)
+			o.err = skip(w.d)
 		}
 	}
 	return o.err
 }
 
-func decodePodCondition(d *jsontext.Decoder, c *PodCondition) error {
-	o := objectAt(d)
+func (w *podWalk) condition(c *PodCondition) error {
+	o := objectAt(w.d)
 	for o.next() {
 		switch o.name.String() {
 		case "type":
-			c.Type, o.err = readString(d)
+			c.Type, o.err = w.readString()
 		case "status":
-			c.Status, o.err = readString(d)
+			c.Status, o.err = w.readString()
 		case "reason":
-			c.Reason, o.err = readString(d)
+			c.Reason, o.err = w.readString()
 		case "lastTransitionTime":
-			c.LastTransitionTime, o.err = readString(d)
+			c.LastTransitionTime, o.err = w.readString()
 		default:
-			o.err = skip(d)
+			o.err = skip(w.d)
 		}
 	}
 	return o.err
 }
 
-func decodeContainerStatus(d *jsontext.Decoder, cs *ContainerStatus) error {
+func (w *podWalk) containerStatus(cs *ContainerStatus) error {
+	d := w.d
 	o := objectAt(d)
 	for o.next() {
 		switch o.name.String() {
 		case "name":
-			cs.Name, o.err = readString(d)
+			cs.Name, o.err = w.readString()
 		case "ready":
 			cs.Ready, o.err = readBool(d)
 		case "state":
@@ -433,18 +508,22 @@ func decodeContainerState(d *jsontext.Decoder, s *ContainerState) error {
 	return o.err
 }
 
-// decodeList reads an array into *out, each element with decodeElem; a
-// null is nil and an empty array empty, as encoding/json reads them.
-func decodeList[T any](d *jsontext.Decoder, out *[]T, decodeElem func(*jsontext.Decoder, *T) error) error {
-	a := arrayAt(d)
+// decodeList reads an array into *out, each element with decodeElem, in a
+// slice made for size elements at first; a null is nil and an empty array
+// empty, as encoding/json reads them.
+func decodeList[T any](w *podWalk, out *[]T, size int, decodeElem func(*podWalk, *T) error) error {
+	a := arrayAt(w.d)
 	*out = nil
 	for a.next() {
+		if *out == nil {
+			*out = make([]T, 0, max(size, 1))
+		}
 		// Decoding into the slice's own element, rather than a variable
 		// appended after, keeps the element off the heap: a pointer passed
 		// to a function value escapes.
 		var zero T
 		*out = append(*out, zero)
-		a.err = decodeElem(d, &(*out)[len(*out)-1])
+		a.err = decodeElem(w, &(*out)[len(*out)-1])
 	}
 	if a.err == nil && !a.null && *out == nil {
 		*out = []T{}
@@ -452,17 +531,30 @@ func decodeList[T any](d *jsontext.Decoder, out *[]T, decodeElem func(*jsontext.
 	return a.err
 }
 
-// decodeStringMap reads an object of strings into *m, adding to it as
+// labels reads the Pod's labels quickly (quick.go), or, exact, walks
+// them.
+func (w *podWalk) labels(m *map[string]string) error {
+	if w.exact {
+		return w.labelsWalk(m)
+	}
+	raw, err := w.d.ReadValue()
+	if err != nil || !w.quickLabels(raw, m) {
+		return errNotQuick
+	}
+	return nil
+}
+
+// labelsWalk reads an object of strings into *m, adding to it as
 // encoding/json does; a null sets it nil.
-func decodeStringMap(d *jsontext.Decoder, m *map[string]string) error {
-	o := objectAt(d)
+func (w *podWalk) labelsWalk(m *map[string]string) error {
+	o := objectAt(w.d)
 	for o.next() {
 		if *m == nil {
-			*m = make(map[string]string)
+			*m = make(map[string]string, len(w.last.Metadata.Labels))
 		}
-		key := o.name.String()
+		key := w.reuse(o.name)
 		var v string
-		v, o.err = readString(d)
+		v, o.err = w.readString()
 		(*m)[key] = v
 	}
 	if o.err == nil && o.null {
@@ -471,6 +563,63 @@ func decodeStringMap(d *jsontext.Decoder, m *map[string]string) error {
 		*m = map[string]string{}
 	}
 	return o.err
+}
+
+// readString is readString, reusing the Pod before's string where it can.
+// Unless exact, it reads the token without a PeekKind first, and leaves
+// anything but a string or a null to the exact walk.
+func (w *podWalk) readString() (string, error) {
+	if w.exact {
+		if w.d.PeekKind() != '"' {
+			return readString(w.d)
+		}
+		tok, err := w.d.ReadToken()
+		if err != nil {
+			return "", err
+		}
+		return w.reuse(tok), nil
+	}
+	tok, err := w.d.ReadToken()
+	switch {
+	case err != nil:
+		return "", errNotQuick
+	case tok.Kind() == '"':
+		return w.reuse(tok), nil
+	case tok.Kind() == 'n':
+		return "", nil
+	}
+	return "", errNotQuick
+}
+
+// reuse returns the string token tok holds: the Pod before's string read
+// at the same step if it is the same, else a new one.
+func (w *podWalk) reuse(tok jsontext.Token) string {
+	i := len(w.cur)
+	var s string
+	// Compared where it is read, tok.String() allocates nothing.
+	if i < len(w.prev) && w.prev[i] == tok.String() {
+		s = w.prev[i]
+	} else {
+		s = tok.String()
+	}
+	w.cur = append(w.cur, s)
+	return s
+}
+
+// reuseBytes is reuse for a string's bytes; a nil walk reuses nothing.
+func (w *podWalk) reuseBytes(b []byte) string {
+	if w == nil {
+		return string(b)
+	}
+	i := len(w.cur)
+	var s string
+	if i < len(w.prev) && w.prev[i] == string(b) {
+		s = w.prev[i]
+	} else {
+		s = string(b)
+	}
+	w.cur = append(w.cur, s)
+	return s
 }
 
 // object reads the members of one JSON object (or a null, which has none),
@@ -498,12 +647,13 @@ func (o *object) next() bool {
 			return false
 		}
 	}
-	if o.d.PeekKind() == '}' {
-		_, o.err = o.d.ReadToken()
+	// The name, or the '}' that ends the object: one ReadToken, without
+	// a PeekKind before it (a 1,000-Pod request has 25,000 names).
+	o.name, o.err = o.d.ReadToken()
+	if o.err == nil && o.name.Kind() == '}' {
 		o.done = true
 		return false
 	}
-	o.name, o.err = o.d.ReadToken()
 	return o.err == nil
 }
 

@@ -191,16 +191,20 @@ func Assign(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) Assi
 // the events since, and the decisions they lead to (Assign's Stale
 // statuses says why it replays).
 type replay struct {
-	n      int // the slots below size
-	now    time.Time
-	byName map[string]Pod
+	n   int // the slots below size
+	now time.Time
+	// pods are the Pods Assign was given, byName their places in it.
+	pods   []Pod
+	byName map[string]int
 
 	// owner is each slot's Pod, for Pods that still exist, and slotOf
 	// each such Pod's slot; gonePod are the slots prev listed a Pod in
-	// that is gone.
-	owner   map[int]string
+	// that is gone. owner and gonePod are indexed by slot: slices cost a
+	// 1,000-slot table less than maps by slot did (no hashing, one
+	// allocation each).
+	owner   []holder
 	slotOf  map[string]int
-	gonePod map[int]bool
+	gonePod []bool
 
 	// hadUntil tells whether prev recorded the last event it took in;
 	// until is that event's time (no later than what has settled by
@@ -229,12 +233,20 @@ type replay struct {
 // or by an earlier hook) took in every event settled by now.
 func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *replay {
 	r := &replay{
-		n: int(min(max(size, 0), MaxSlots)), now: now, byName: make(map[string]Pod, len(pods)),
-		owner: make(map[int]string, len(prev.Slots)), slotOf: make(map[string]int, len(prev.Slots)), gonePod: map[int]bool{},
-		waits: map[string]bool{}, took: map[string]Successor{},
+		n: int(min(max(size, 0), MaxSlots)), now: now, pods: pods, byName: make(map[string]int, len(pods)),
+		slotOf: make(map[string]int, len(prev.Slots)), waits: map[string]bool{}, took: map[string]Successor{},
 	}
-	for _, p := range pods {
-		r.byName[p.Name] = p
+	// Slots run to size, and past it to the last slot prev lists: no
+	// slot above both is ever held.
+	end := r.n
+	for _, e := range prev.Slots {
+		if s := int(e.Slot); s >= end && s < MaxSlots {
+			end = s + 1
+		}
+	}
+	r.owner, r.gonePod = make([]holder, end), make([]bool, end)
+	for i, p := range pods {
+		r.byName[p.Name] = i
 	}
 	settled := now.Add(-Settle).Truncate(time.Second)
 	r.until, r.hadUntil = settled, prev.EventsUntil != nil
@@ -249,6 +261,22 @@ func newReplay(prev v1alpha1.SlotTable, size int32, pods []Pod, now time.Time) *
 		r.until = settled
 	}
 	return r
+}
+
+// pod returns the Pod of that name, if Assign was given one (the last,
+// if it was given two).
+func (r *replay) pod(name string) (Pod, bool) {
+	i, ok := r.byName[name]
+	if !ok {
+		return Pod{}, false
+	}
+	return r.pods[i], true
+}
+
+// named is pod's Pod alone: the zero Pod for a name Assign was not given.
+func (r *replay) named(name string) Pod {
+	p, _ := r.pod(name)
+	return p
 }
 
 // takenIn tells whether an event stamped t was taken in by prev (it is no
@@ -267,30 +295,36 @@ func (r *replay) readTable(prev []v1alpha1.Slot) {
 		if s < 0 || s >= MaxSlots || e.Pod == "" {
 			continue
 		}
-		if _, taken := r.owner[s]; taken {
+		if r.owner[s].held {
 			continue
 		}
 		if _, twice := r.slotOf[e.Pod]; twice {
 			continue
 		}
-		if _, exists := r.byName[e.Pod]; !exists {
+		if _, exists := r.pod(e.Pod); !exists {
 			r.gonePod[s] = true
 			continue
 		}
-		r.owner[s], r.slotOf[e.Pod] = e.Pod, s
+		r.owner[s], r.slotOf[e.Pod] = holder{e.Pod, true}, s
 	}
+}
+
+// holder is a slot's Pod, if it has one (held).
+type holder struct {
+	pod  string
+	held bool
 }
 
 // take gives slot s to Pod name, and records whom a terminating Pod's slot
 // went to (Took).
 func (r *replay) take(name string, s int) {
-	if was, ok := r.owner[s]; ok && r.byName[was].Leaving {
-		r.took[was] = Successor{Pod: name, Slot: s}
+	if was := r.owner[s]; was.held && r.named(was.pod).Leaving {
+		r.took[was.pod] = Successor{Pod: name, Slot: s}
 	}
 	if old, ok := r.slotOf[name]; ok {
-		delete(r.owner, old)
+		r.owner[old] = holder{}
 	}
-	r.owner[s], r.slotOf[name] = name, s
+	r.owner[s], r.slotOf[name] = holder{name, true}, s
 }
 
 // readWaiting reads the Pods that waited for a slot at until: prev's, or,
@@ -300,7 +334,7 @@ func (r *replay) readWaiting(prev v1alpha1.SlotTable, pods []Pod) {
 	if r.hadUntil {
 		for _, name := range prev.Waiting {
 			_, slotted := r.slotOf[name]
-			p, exists := r.byName[name]
+			p, exists := r.pod(name)
 			if exists && !slotted && !r.waits[name] && canTake(p) && r.takenIn(p.ReadySince) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
 				r.waiting = append(r.waiting, name)
 				r.waits[name] = true
@@ -329,14 +363,14 @@ func (r *replay) readFree() {
 	var gone []int
 	var freed []event
 	for s := range r.n {
-		name, ok := r.owner[s]
+		name, ok := r.owner[s].pod, r.owner[s].held
 		switch {
 		case !ok && !r.gonePod[s]:
 			r.free = append(r.free, s)
 		case !ok:
 			gone = append(gone, s)
-		case r.byName[name].Leaving && r.takenIn(r.byName[name].LeavingSince):
-			freed = append(freed, event{at: r.byName[name].LeavingSince, pod: name, leaves: true})
+		case r.named(name).Leaving && r.takenIn(r.named(name).LeavingSince):
+			freed = append(freed, event{at: r.named(name).LeavingSince, pod: name, leaves: true})
 		}
 	}
 	r.free = append(r.free, gone...)
@@ -394,9 +428,9 @@ func (r *replay) addEvent(e event) {
 // deletion is still to be replayed could), the highest slot first, into
 // the slots free longest; then to the Pods that waited (a scale-up).
 func (r *replay) fillFree() {
-	for s, name := range r.owner {
-		if p := r.byName[name]; s >= r.n && canTake(p) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
-			r.movers = append(r.movers, name)
+	for s, h := range r.owner {
+		if p := r.named(h.pod); h.held && s >= r.n && canTake(p) && !(p.Leaving && r.takenIn(p.LeavingSince)) {
+			r.movers = append(r.movers, h.pod)
 		}
 	}
 	slices.SortFunc(r.movers, func(a, b string) int { return cmp.Compare(r.slotOf[b], r.slotOf[a]) })
@@ -444,16 +478,16 @@ func (r *replay) replayEvents() {
 // it to the last slot a Pod that is not terminating still holds.
 func (r *replay) table() []v1alpha1.Slot {
 	end := r.n
-	for s, name := range r.owner {
-		if s >= r.n && !r.byName[name].Leaving {
+	for s, h := range r.owner {
+		if h.held && s >= r.n && !r.named(h.pod).Leaving {
 			end = max(end, s+1)
 		}
 	}
 	slots := make([]v1alpha1.Slot, end)
 	for s := range end {
 		e := v1alpha1.Slot{Slot: int32(s), State: v1alpha1.SlotEmpty}
-		if name, ok := r.owner[s]; ok {
-			p := r.byName[name]
+		if h := r.owner[s]; h.held {
+			p := r.named(h.pod)
 			e.Pod, e.IP = p.Name, p.IP
 			switch {
 			case p.Leaving:

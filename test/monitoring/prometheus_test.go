@@ -23,6 +23,7 @@ import (
 
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -477,7 +478,7 @@ func takeConnections(t *testing.T, p *promAPI, addr string, limit int) {
 	// refused stats or connection says it has.
 	topUp := func() {
 		for {
-			st, err := dataplane.Stats(addr)
+			st, err := memcachedtest.Stats(addr)
 			if err != nil {
 				return
 			}
