@@ -33,7 +33,8 @@ type plan struct {
 // A cell is one copy of the cache: a memcached Deployment, its Pods and
 // their slot table. A Memcached without zones is one cell, named ""; with
 // spec.zones each zone is a cell named after it (zones.go says what a
-// zone adds: node affinity, its proxies, Refill across cells). The plan,
+// zone adds: node affinity, how the status counts zones; Refill across
+// cells is sync/slots' refill.go). The plan,
 // the memcached Deployments and the hand-offs are computed per cell by the
 // same code; only the status's edge (status.go) maps the cells to
 // status.slotTable or status.zones[], so the wire format is the one each
@@ -75,9 +76,9 @@ func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed
 			if c.deployment != nil {
 				size = c.deployment.replicas
 			}
-		}
-		if spec == nil && pl.size == 0 {
-			pl.size = size
+			if pl.size == 0 {
+				pl.size = size
+			}
 		}
 		c.live = inCell(obs.pods, zone)
 		for _, pod := range c.live {
