@@ -138,8 +138,8 @@ func wantPool(zones []v1alpha1.ZoneStatus) string {
 			return fmt.Sprintf("127.0.0.1|1|_down_%s_%d|true", z.Name, i)
 		}
 		for i, e := range z.SlotTable.Slots {
-			if e.State == v1alpha1.SlotServing && e.IP != "" {
-				host := netip.MustParseAddr(e.IP).String()
+			if ip := e.ServedIP(); ip != "" {
+				host := netip.MustParseAddr(ip).String()
 				parts = append(parts, fmt.Sprintf("%s|11211|%s:11211|false", host, host))
 			} else {
 				parts = append(parts, down(i))
@@ -173,33 +173,43 @@ func parseAnswer(content []byte) string {
 }
 
 // randomTable is a table of n slots in random states at random addresses,
-// IPv4 and IPv6 (some written long-hand), no two Serving slots alike.
+// IPv4 and IPv6 (some written long-hand), no two addresses alike (a
+// Filling slot's From has one of its own).
 func randomTable(r *rand.Rand, n int) v1alpha1.SlotTable {
 	tab := v1alpha1.SlotTable{Version: r.Int64N(1 << 62), Slots: make([]v1alpha1.Slot, n)}
-	states := []v1alpha1.SlotState{v1alpha1.SlotServing, v1alpha1.SlotServing, v1alpha1.SlotServing, v1alpha1.SlotNotReady, v1alpha1.SlotLeaving, v1alpha1.SlotEmpty}
+	states := []v1alpha1.SlotState{v1alpha1.SlotServing, v1alpha1.SlotServing, v1alpha1.SlotServing, v1alpha1.SlotFilling, v1alpha1.SlotNotReady, v1alpha1.SlotLeaving, v1alpha1.SlotEmpty}
 	used := map[netip.Addr]bool{}
 	for i := range tab.Slots {
-		var a netip.Addr
-		for !a.IsValid() || used[a] {
-			if r.IntN(4) == 0 {
-				var b [16]byte
-				b[0], b[1] = 0xfd, byte(r.IntN(256))
-				for j := 2 + r.IntN(14); j < 16; j++ {
-					b[j] = byte(r.IntN(256))
-				}
-				a = netip.AddrFrom16(b)
-			} else {
-				a = netip.AddrFrom4([4]byte{byte(1 + r.IntN(254)), byte(r.IntN(256)), byte(r.IntN(256)), byte(1 + r.IntN(254))})
-			}
+		e := v1alpha1.Slot{Slot: int32(i), Pod: fmt.Sprintf("cache-%d", i), IP: randomAddr(r, used), State: states[r.IntN(len(states))]}
+		if e.State == v1alpha1.SlotFilling {
+			e.From, e.FromIP = fmt.Sprintf("cache-%d-old", i), randomAddr(r, used)
 		}
-		used[a] = true
-		ip := a.String()
-		if a.Is6() && r.IntN(3) == 0 {
-			ip = a.StringExpanded()
-		}
-		tab.Slots[i] = v1alpha1.Slot{Slot: int32(i), Pod: fmt.Sprintf("cache-%d", i), IP: ip, State: states[r.IntN(len(states))]}
+		tab.Slots[i] = e
 	}
 	return tab
+}
+
+// randomAddr is an address not in used, which then holds it.
+func randomAddr(r *rand.Rand, used map[netip.Addr]bool) string {
+	var a netip.Addr
+	for !a.IsValid() || used[a] {
+		if r.IntN(4) == 0 {
+			var b [16]byte
+			b[0], b[1] = 0xfd, byte(r.IntN(256))
+			for j := 2 + r.IntN(14); j < 16; j++ {
+				b[j] = byte(r.IntN(256))
+			}
+			a = netip.AddrFrom16(b)
+		} else {
+			a = netip.AddrFrom4([4]byte{byte(1 + r.IntN(254)), byte(r.IntN(256)), byte(r.IntN(256)), byte(1 + r.IntN(254))})
+		}
+	}
+	used[a] = true
+	ip := a.String()
+	if a.Is6() && r.IntN(3) == 0 {
+		ip = a.StringExpanded()
+	}
+	return ip
 }
 
 // randomZones is nz zones of random names, each a table of up to n
@@ -222,7 +232,7 @@ func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
 		tab := randomTable(r, r.IntN(n+1))
 		clash := false
 		for _, e := range tab.Slots {
-			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing && served[a] {
+			if a, err := netip.ParseAddr(e.ServedIP()); err == nil && served[a] {
 				clash = true
 			}
 		}
@@ -230,7 +240,7 @@ func randomZones(r *rand.Rand, nz, n int) []v1alpha1.ZoneStatus {
 			continue
 		}
 		for _, e := range tab.Slots {
-			if a, err := netip.ParseAddr(e.IP); err == nil && e.State == v1alpha1.SlotServing {
+			if a, err := netip.ParseAddr(e.ServedIP()); err == nil {
 				served[a] = true
 			}
 		}

@@ -28,8 +28,9 @@ import (
 // A zone's line order is the distribution: the proxy hashes a key with
 // XXH3 and picks a backend by jump hash over the zone's lines, in order
 // (slots.Place computes the same). So every slot of the table is a line, in
-// slot order, Serving or not: a slot without a Serving Pod keeps its place
-// as a placeholder backend, marked down, that the proxy answers with an
+// slot order, served or not: a slot that serves no Pod (v1alpha1.Slot's
+// ServedIP: a Serving or Leaving slot serves its own Pod, a Filling slot
+// the Pod it is being filled from) keeps its place as a placeholder backend, marked down, that the proxy answers with an
 // error at once and never connects to, and no other slot's keys move.
 //
 // Why this much care: in memcached 1.6.45 a route configuration that fails
@@ -38,7 +39,7 @@ import (
 // refused file is a pool that did not follow the table. So RenderPool
 // never renders a file proxy.lua would refuse, nor an empty pool.
 
-// PoolPlaceholder is the address of a slot with no Serving Pod: a valid
+// PoolPlaceholder is the address of a slot that serves no Pod: a valid
 // address nothing listens on. Its label, DownLabel, makes the proxy treat
 // it as a backend that is down.
 const PoolPlaceholder = "127.0.0.1:1"
@@ -70,8 +71,8 @@ const (
 	BadSlots = "bad_slots"
 	// TooManySlots: more slots than proxy.lua takes.
 	TooManySlots = "too_many_slots"
-	// BadAddress: a Serving slot's ip is not an address the proxy takes,
-	// or two Serving slots have the same one.
+	// BadAddress: a served slot's address is not one the proxy takes, or
+	// two served slots have the same one.
 	BadAddress = "bad_address"
 	// BadVersion: the version is negative.
 	BadVersion = "bad_version"
@@ -131,7 +132,7 @@ func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
 //
 //	version 1767225600        the highest of the zones' table versions (informational)
 //	zone a                    zone a's slot lines follow
-//	10.244.1.7:11211          a Serving slot: its Pod's address, no label
+//	10.244.1.7:11211          a served slot: its served Pod's address, no label
 //	127.0.0.1:1 _down_a_1     any other slot: a placeholder that is down, its
 //	                          label naming the zone, so that no two are alike
 //	zone b
@@ -149,7 +150,7 @@ func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
 //	127.0.0.1:1 _down_1
 //	end 2
 //
-// A Serving slot has no label so that its label is its address: the proxy
+// A served slot has no label so that its label is its address: the proxy
 // keeps a backend's connections across a reload when its label and address
 // are the same, so a Pod that moves to another slot keeps its connections.
 // A zone whose table has no slot is one placeholder (_down_0, _down_a_0):
@@ -159,15 +160,15 @@ func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
 // the hook never writes: entries of a table that are not slots 0..n-1 in
 // order (BadSlots, CheckOrder: the line is the slot, and a table listed
 // out of order would send keys to the wrong Pods), more than MaxSlots
-// slots in a zone (TooManySlots), a Serving slot's ip that is not an IP
-// address (or has a zone) or that another Serving slot has too, in any
+// slots in a zone (TooManySlots), a served slot's address that is not an IP
+// address (or has a zone) or that another served slot has too, in any
 // zone (BadAddress: a Pod is in one zone, and the proxy takes an address
 // once), a negative version (BadVersion); no zone, more than
 // v1alpha1.MaxZones zones, a zone's name that is not a DNS label of at
 // most v1alpha1.MaxZoneNameLen characters, a zone listed twice, or the
 // zone "" beside another (BadZone). Those bounds keep the file within
-// MaxPoolBytes. A Serving slot with no ip is not served (as slots.Served
-// has it) and gets a placeholder.
+// MaxPoolBytes. A slot with no served address is not served (as
+// slots.Served has it) and gets a placeholder.
 func RenderPool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	if len(zones) == 0 {
 		return nil, refuse(BadZone, "the pool set has no zone")
@@ -252,17 +253,18 @@ func renderSlots(b *bytes.Buffer, zone string, table v1alpha1.SlotTable, seen ma
 		return 0, 0, refuse(BadSlots, "%s", err)
 	}
 	for i, e := range table.Slots {
-		if e.State != v1alpha1.SlotServing || e.IP == "" {
+		ip := e.ServedIP()
+		if ip == "" {
 			fmt.Fprintf(b, "%s %s\n", PoolPlaceholder, downLabel(zone, i))
 			down++
 			continue
 		}
-		addr, err := netip.ParseAddr(e.IP)
+		addr, err := netip.ParseAddr(ip)
 		if err != nil || addr.Zone() != "" {
 			if zone != "" {
-				return 0, 0, refuse(BadAddress, "zone %s: slot %d's ip %q is not an IP address without a zone", zone, i, e.IP)
+				return 0, 0, refuse(BadAddress, "zone %s: slot %d's ip %q is not an IP address without a zone", zone, i, ip)
 			}
-			return 0, 0, refuse(BadAddress, "slot %d's ip %q is not an IP address without a zone", i, e.IP)
+			return 0, 0, refuse(BadAddress, "slot %d's ip %q is not an IP address without a zone", i, ip)
 		}
 		if at, twice := seen[addr]; twice {
 			if zone == "" {

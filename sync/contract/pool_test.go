@@ -33,10 +33,19 @@ func TestRenderPool(t *testing.T) {
 		},
 		{
 			name:  "a slot of each other state keeps its place",
-			table: table(7, "S:10.0.0.1", "N:10.0.0.2", "L:10.0.0.3", "E", "S:10.0.0.5"),
-			want: "version 7\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\n127.0.0.1:1 _down_3\n" +
-				"10.0.0.5:11211\nend 5\n",
-			wantSlots: 5, wantDown: 3,
+			table: table(7, "S:10.0.0.1", "N:10.0.0.2", "E", "S:10.0.0.5"),
+			want: "version 7\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\n" +
+				"10.0.0.5:11211\nend 4\n",
+			wantSlots: 4, wantDown: 2,
+		},
+		{
+			// A leaving Pod serves until its hand-off ends, and a Pod
+			// that took a leaving Pod's slot is served only once it
+			// holds its items: until then the leaving Pod is.
+			name:      "a Leaving slot serves its Pod, a Filling one the Pod it is filled from",
+			table:     table(7, "S:10.0.0.1", "L:10.0.0.2", "F:10.0.0.4<10.0.0.3"),
+			want:      "version 7\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n",
+			wantSlots: 3,
 		},
 		{
 			name:      "IPv6 in brackets, in its canonical form",
@@ -46,7 +55,7 @@ func TestRenderPool(t *testing.T) {
 		},
 		{
 			name:      "every slot down",
-			table:     table(9, "N:10.0.0.1", "E", "L:10.0.0.3"),
+			table:     table(9, "N:10.0.0.1", "E", "E"),
 			want:      "version 9\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n",
 			wantSlots: 3, wantDown: 3,
 		},

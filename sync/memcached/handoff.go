@@ -150,10 +150,42 @@ func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", script}}}
 }
 
-// report gives the status's hand-offs, as package slots plans them for
-// every cell: with keepWarm, where each leaving Pod's items go within its
-// cell; with zones, the Refills across them; with the progress the agent
-// reports in the data of the ConfigMap NAME-agent.
+// planHandoffs plans the hand-offs, as package slots does for every
+// cell: with keepWarm, where each leaving Pod's items go within its cell;
+// with zones, the Refills across them; with the progress the agent
+// reports in the data of the ConfigMap NAME-agent. Then, with keepWarm,
+// a slot a Pod took from a leaving one is Filling until its copy ends
+// (slots.Fill): the children that follow the table (stable names) and
+// the status see it so.
+func (pl *plan) planHandoffs(now time.Time) {
+	cells := pl.slotCells()
+	pl.handoffs = slots.Handoffs(slots.HandoffInput{
+		Cells:    cells,
+		Size:     pl.size,
+		KeepWarm: keepWarm(pl.spec),
+		Prev:     pl.p.Status.Handoffs,
+		Reports:  pl.obs.reports,
+	})
+	if !keepWarm(pl.spec) {
+		return
+	}
+	tables, pending := slots.Fill(slots.FillInput{Cells: cells, Handoffs: pl.handoffs, Bound: fillBound(pl.spec), Now: now})
+	for i := range pl.cells {
+		pl.cells[i].assigned.Slots = tables[i]
+	}
+	pl.wait(pending)
+}
+
+// fillBound is how long after its deletion a leaving Pod's successor may
+// be filled before its slot moves with what it has (slots.Fill): the
+// preStop's first sleep and the time it serves, less the wait for
+// clients to move off it and the hook's own settling, so that they have
+// left it before its preStop ends.
+func fillBound(s *v1alpha1.MemcachedSpec) time.Duration {
+	return time.Duration(preStopSleepSeconds+servingSeconds(s)-clientMoveSeconds(s))*time.Second - contract.Settle
+}
+
+// report gives the status's hand-offs (planHandoffs).
 func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 	if pl.spec == nil {
 		// An invalid spec: the children stay, and so does the agent,
@@ -161,11 +193,5 @@ func (handoff) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 		st.Handoffs = pl.p.Status.Handoffs
 		return
 	}
-	st.Handoffs = slots.Handoffs(slots.HandoffInput{
-		Cells:    pl.slotCells(),
-		Size:     pl.size,
-		KeepWarm: keepWarm(pl.spec),
-		Prev:     pl.p.Status.Handoffs,
-		Reports:  pl.obs.reports,
-	})
+	st.Handoffs = pl.handoffs
 }

@@ -320,13 +320,16 @@ func convergedDeploy(size int32) *deploy {
 
 // pod is a related Pod, reduced to what the status reads.
 type pod struct {
-	name           string
-	namespace      string            // "" means the parent's
-	labels         map[string]string // nil means the selector labels
-	phase          corev1.PodPhase   // "" means Running
-	ready          bool
-	ip             string
-	deleting       bool
+	name      string
+	namespace string            // "" means the parent's
+	labels    map[string]string // nil means the selector labels
+	phase     corev1.PodPhase   // "" means Running
+	ready     bool
+	ip        string
+	deleting  bool
+	// deletedAgo is when its deletion was asked, with a grace period of
+	// a minute; 0: its deletion timestamp is a minute past, with none.
+	deletedAgo     time.Duration
 	waiting        string // the memcached container's waiting reason
 	terminated     string // its terminated reason
 	lastTerminated string // its last state's terminated reason
@@ -389,6 +392,10 @@ func (p pod) object() corev1.Pod {
 	if p.deleting {
 		ts := metav1.NewTime(fixedNow.Add(-time.Minute))
 		o.DeletionTimestamp = &ts
+		if p.deletedAgo > 0 {
+			ts, grace := metav1.NewTime(fixedNow.Add(time.Minute-p.deletedAgo)), int64(60)
+			o.DeletionTimestamp, o.DeletionGracePeriodSeconds = &ts, &grace
+		}
 	}
 	scheduled := corev1.ConditionTrue
 	if p.unschedulable {

@@ -26,8 +26,11 @@ type plan struct {
 	// cells are the copies of the cache, at least one.
 	cells []cell
 	// pending is how long the soonest cell's table waits for an event to
-	// settle (0 when none waits).
+	// settle, or a Filling slot for its bound (0 when none waits).
 	pending time.Duration
+	// handoffs are the hand-offs planned in every cell (planHandoffs),
+	// nil for an invalid spec.
+	handoffs []v1alpha1.Handoff
 }
 
 // A cell is one copy of the cache: a memcached Deployment, its Pods and
@@ -91,12 +94,20 @@ func decide(p *metacontroller.Parent, spec *v1alpha1.MemcachedSpec, obs observed
 		}
 		c.pods = slotPods(c.live, inCell(obs.leaving, zone))
 		c.assigned = slots.Assign(c.prev, size, c.pods, now)
-		if p := c.assigned.Pending; p > 0 && (pl.pending == 0 || p < pl.pending) {
-			pl.pending = p
-		}
+		pl.wait(c.assigned.Pending)
 		pl.cells = append(pl.cells, c)
 	}
+	if spec != nil {
+		pl.planHandoffs(now)
+	}
 	return pl
+}
+
+// wait has the plan sync again within d, when d is set.
+func (pl *plan) wait(d time.Duration) {
+	if d > 0 && (pl.pending == 0 || d < pl.pending) {
+		pl.pending = d
+	}
 }
 
 // zoned tells whether a spec asks for zones: the one place that reads it.

@@ -3,6 +3,7 @@ package memcached_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -209,8 +210,9 @@ func TestAgentRole(t *testing.T) {
 }
 
 // TestHandoffsThroughTheHook checks what a keepWarm Memcached's status says
-// of a leaving Pod, from the table the status held, and that the agent's
-// report in its ConfigMap reaches the status.
+// of a leaving Pod, from the table the status held, that the agent's
+// report in its ConfigMap reaches the status, and that the slot m-c took
+// is Filling (m-b served) until that report says the copy to m-c ended.
 func TestHandoffsThroughTheHook(t *testing.T) {
 	kinds := []string{memcached.DeploymentKey, memcached.ServiceKey, memcached.PDBKey, memcached.NetworkPolicyKey,
 		memcached.ServiceAccountKey, memcached.RoleKey, memcached.RoleBindingKey, memcached.ConfigMapKey}
@@ -218,7 +220,7 @@ func TestHandoffsThroughTheHook(t *testing.T) {
 		{Slot: 0, Pod: "m-a", IP: "10.0.0.1", State: v1alpha1.SlotServing},
 		{Slot: 1, Pod: "m-b", IP: "10.0.0.2", State: v1alpha1.SlotServing},
 	}}
-	pods := []pod{{name: "m-a", ready: true, ip: "10.0.0.1"}, {name: "m-b", ready: true, deleting: true, ip: "10.0.0.2"}, {name: "m-c", ready: true, ip: "10.0.0.3"}}
+	pods := []pod{{name: "m-a", ready: true, ip: "10.0.0.1"}, {name: "m-b", ready: true, deleting: true, deletedAgo: 5 * time.Second, ip: "10.0.0.2"}, {name: "m-c", ready: true, ip: "10.0.0.3"}}
 	report := map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": testName + "-agent", "namespace": testNamespace},
@@ -227,22 +229,50 @@ func TestHandoffsThroughTheHook(t *testing.T) {
 			"other": `not json`,
 		},
 	}
+	reported := func(progress string) map[string]any {
+		r := maps.Clone(report)
+		r["data"] = map[string]string{"m-b": progress}
+		return r
+	}
 	tests := []struct {
-		name string
-		f    fixture
-		want string
+		name     string
+		f        fixture
+		want     string
+		wantSlot string
 	}{{
-		name: "keepWarm: m-c takes m-b's slot, the agent reports the copy",
-		f:    fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
-		want: "m-b:Replaced>m-c@1[Copying 1200 items 1228800 bytes]",
+		name:     "keepWarm: m-c takes m-b's slot, the agent reports the copy",
+		f:        fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
+		want:     "m-b:Replaced>m-c@1[Copying 1200 items 1228800 bytes]",
+		wantSlot: "m-c Filling from m-b, served 10.0.0.2",
 	}, {
-		name: "keepWarm, nothing reported yet",
-		f:    fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev},
-		want: "m-b:Replaced>m-c@1",
+		name:     "keepWarm, nothing reported yet",
+		f:        fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev},
+		want:     "m-b:Replaced>m-c@1",
+		wantSlot: "m-c Filling from m-b, served 10.0.0.2",
 	}, {
-		name: "without keepWarm, no hand-off",
-		f:    fixture{spec: `{"size":2}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
-		want: "",
+		name: "keepWarm, the copy to m-c is done: m-c serves",
+		f: fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev,
+			children: []any{reported(`{"state":"Done","items":1300,"bytes":1331200,"seconds":1,"to":"m-c"}`)}},
+		want:     "m-b:Replaced>m-c@1[Done 1300 items 1331200 bytes]",
+		wantSlot: "m-c Serving from , served 10.0.0.3",
+	}, {
+		name: "keepWarm, a copy to another Pod is done: m-c is still filled",
+		f: fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev,
+			children: []any{reported(`{"state":"Done","items":1300,"bytes":1331200,"seconds":1,"to":"m-x"}`)}},
+		want:     "m-b:Replaced>m-c@1[Done 1300 items 1331200 bytes]",
+		wantSlot: "m-c Filling from m-b, served 10.0.0.2",
+	}, {
+		// m-b was deleted a minute ago: past 10 + 32 - 2 - 2 s.
+		name: "keepWarm, past the bound: m-c serves with what it has",
+		f: fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), slotTable: prev,
+			pods: []pod{pods[0], {name: "m-b", ready: true, deleting: true, ip: "10.0.0.2"}, pods[2]}},
+		want:     "m-b:Replaced>m-c@1",
+		wantSlot: "m-c Serving from , served 10.0.0.3",
+	}, {
+		name:     "without keepWarm, no hand-off: m-c serves at once",
+		f:        fixture{spec: `{"size":2}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
+		want:     "",
+		wantSlot: "m-c Serving from , served 10.0.0.3",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,6 +287,10 @@ func TestHandoffsThroughTheHook(t *testing.T) {
 			}
 			if got := strings.Join(parts, " "); got != tt.want {
 				t.Errorf("hand-offs %q, want %q", got, tt.want)
+			}
+			e := a.status.SlotTable.Slots[1]
+			if got := fmt.Sprintf("%s %s from %s, served %s", e.Pod, e.State, e.From, e.ServedIP()); got != tt.wantSlot {
+				t.Errorf("slot 1: %s, want %s", got, tt.wantSlot)
 			}
 		})
 	}

@@ -102,7 +102,9 @@ func (stableNames) children(d *desire) []any {
 // ready is overridden so (what the EndpointSlice controller writes for
 // one). serving and terminating say what the slot's Pod does: serving
 // while it is Serving or Leaving (a leaving Pod serves until its hand-off
-// ends), terminating while it is Leaving.
+// ends), terminating while it is Leaving. A Filling slot (keepWarm) is
+// still its leaving Pod's, From, serving and terminating, until its new
+// Pod holds the items.
 func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 	last := lastSlotAddresses(d)
 	byFamily := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
@@ -111,6 +113,12 @@ func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 		ep := discoveryv1.Endpoint{Hostname: &hostname}
 		addr := e.IP
 		switch {
+		case e.State == v1alpha1.SlotFilling && e.FromIP != "" && e.From != "":
+			// Its Pod is being given From's items: the name goes on
+			// resolving to From until it holds them.
+			addr = e.FromIP
+			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: d.p.Namespace, Name: e.From}
+			ep.Conditions = discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(true)}
 		case e.IP != "" && e.Pod != "":
 			ep.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: d.p.Namespace, Name: e.Pod}
 			ep.Conditions = discoveryv1.EndpointConditions{

@@ -347,6 +347,10 @@ func quickSlot(v *valid, _ *podWalk, s *v1alpha1.Slot) {
 			s.IP = v.str(nil)
 		case "state":
 			s.State = v1alpha1.SlotState(v.str(nil))
+		case "from":
+			s.From = v.str(nil)
+		case "fromIP":
+			s.FromIP = v.str(nil)
 		default:
 			v.skip()
 		}

@@ -544,8 +544,9 @@ type Node struct {
 // Addr is the node's ip:port.
 func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)) }
 
-// Served returns the servers clients are given: the Serving slots' Pods, in
-// slot order. Host is the slot's stable name when the status gives the
+// Served returns the servers clients are given: each slot's served Pod
+// (v1alpha1.Slot.ServedIP: a Serving or Leaving slot's own, a Filling
+// slot's From), in slot order. Host is the slot's stable name when the status gives the
 // slots' addresses (status.slotAddresses, spec.stableNames), so that
 // clients that hash on the host keep their keys when a Pod is replaced;
 // otherwise it is the Pod's name in the headless Service
@@ -557,22 +558,23 @@ func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)
 func Served(table []v1alpha1.Slot, addresses []string, service, namespace string, port int) []Node {
 	var nodes []Node
 	for _, e := range table {
-		if e.State != v1alpha1.SlotServing || e.IP == "" {
+		ip := e.ServedIP()
+		if ip == "" {
 			continue
 		}
-		host := strings.NewReplacer(".", "-", ":", "-").Replace(e.IP) + "." + service + "." + namespace + ".svc"
+		host := strings.NewReplacer(".", "-", ":", "-").Replace(ip) + "." + service + "." + namespace + ".svc"
 		if int(e.Slot) < len(addresses) {
 			if h, _, err := net.SplitHostPort(addresses[e.Slot]); err == nil && h != "" {
 				host = h
 			}
 		}
-		nodes = append(nodes, Node{Host: host, IP: e.IP, Port: port})
+		nodes = append(nodes, Node{Host: host, IP: ip, Port: port})
 	}
 	return nodes
 }
 
 // Version returns the table's version: prev's when the served list (the
-// Serving slots' addresses in slot order) is what prev served, otherwise
+// slots' served addresses, Slot.ServedIP, in slot order) is what prev served, otherwise
 // higher than prev's and at least now in Unix milliseconds.
 //
 // The floor of the clock is what keeps a version rising where prev cannot
@@ -623,14 +625,14 @@ func ServedVersion(served int64, sameList bool, status int64) int64 {
 // order (walking both, so a 1,000-slot table costs no allocation).
 func sameServed(a, b []v1alpha1.Slot) bool {
 	next := func(t []v1alpha1.Slot, i int) int {
-		for i < len(t) && (t[i].State != v1alpha1.SlotServing || t[i].IP == "") {
+		for i < len(t) && t[i].ServedIP() == "" {
 			i++
 		}
 		return i
 	}
 	i, j := next(a, 0), next(b, 0)
 	for i < len(a) && j < len(b) {
-		if a[i].IP != b[j].IP {
+		if a[i].ServedIP() != b[j].ServedIP() {
 			return false
 		}
 		i, j = next(a, i+1), next(b, j+1)

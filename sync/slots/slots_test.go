@@ -350,9 +350,13 @@ func TestAssignIsDeterministic(t *testing.T) {
 }
 
 func TestServed(t *testing.T) {
-	tb := table(t, "a@10.244.1.7:Serving b@10.244.2.3:NotReady - c@fd00::5:Serving d@10.244.3.1:Leaving")
+	// d is leaving and serves until its hand-off ends; f took e's slot
+	// and is being filled: e is served for it meanwhile.
+	tb := table(t, "a@10.244.1.7:Serving b@10.244.2.3:NotReady - c@fd00::5:Serving d@10.244.3.1:Leaving f@10.244.4.2:Serving")
+	tb[5].State, tb[5].From, tb[5].FromIP = v1alpha1.SlotFilling, "e", "10.244.4.1"
 	names := []string{"cache-0.cache-slots.shop.svc:11211", "cache-1.cache-slots.shop.svc:11211",
-		"cache-2.cache-slots.shop.svc:11211", "cache-3.cache-slots.shop.svc:11211", "cache-4.cache-slots.shop.svc:11211"}
+		"cache-2.cache-slots.shop.svc:11211", "cache-3.cache-slots.shop.svc:11211", "cache-4.cache-slots.shop.svc:11211",
+		"cache-5.cache-slots.shop.svc:11211"}
 	tests := []struct {
 		name      string
 		addresses []string
@@ -362,6 +366,8 @@ func TestServed(t *testing.T) {
 		want: []slots.Node{
 			{Host: "10-244-1-7.cache.shop.svc", IP: "10.244.1.7", Port: 11211},
 			{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
+			{Host: "10-244-3-1.cache.shop.svc", IP: "10.244.3.1", Port: 11211},
+			{Host: "10-244-4-1.cache.shop.svc", IP: "10.244.4.1", Port: 11211},
 		},
 	}, {
 		name:      "the slots' stable names",
@@ -369,6 +375,8 @@ func TestServed(t *testing.T) {
 		want: []slots.Node{
 			{Host: "cache-0.cache-slots.shop.svc", IP: "10.244.1.7", Port: 11211},
 			{Host: "cache-3.cache-slots.shop.svc", IP: "fd00::5", Port: 11211},
+			{Host: "cache-4.cache-slots.shop.svc", IP: "10.244.3.1", Port: 11211},
+			{Host: "cache-5.cache-slots.shop.svc", IP: "10.244.4.1", Port: 11211},
 		},
 	}, {
 		// A slot past the addresses (a status written before the table
@@ -378,6 +386,8 @@ func TestServed(t *testing.T) {
 		want: []slots.Node{
 			{Host: "cache-0.cache-slots.shop.svc", IP: "10.244.1.7", Port: 11211},
 			{Host: "fd00--5.cache.shop.svc", IP: "fd00::5", Port: 11211},
+			{Host: "10-244-3-1.cache.shop.svc", IP: "10.244.3.1", Port: 11211},
+			{Host: "10-244-4-1.cache.shop.svc", IP: "10.244.4.1", Port: 11211},
 		},
 	}}
 	for _, tt := range tests {

@@ -9,8 +9,9 @@ import (
 
 // SlotTable is a slot table of version written compactly, as the tests of
 // the pool file and of its writer read: each state is "S:ip" (Serving),
-// "N:ip" (NotReady), "L:ip" (Leaving) or "E" (Empty), in slot order; a
-// slot with an ip is Pod cache-SLOT's.
+// "N:ip" (NotReady), "L:ip" (Leaving), "F:ip<from" (Filling: Pod
+// cache-SLOT at ip, filled from cache-SLOT-old at from) or "E" (Empty), in
+// slot order; a slot with an ip is Pod cache-SLOT's.
 func SlotTable(version int64, states ...string) v1alpha1.SlotTable {
 	t := v1alpha1.SlotTable{Version: version, Slots: []v1alpha1.Slot{}}
 	for i, s := range states {
@@ -26,6 +27,10 @@ func SlotTable(version int64, states ...string) v1alpha1.SlotTable {
 			e.State = v1alpha1.SlotNotReady
 		case "L":
 			e.State = v1alpha1.SlotLeaving
+		case "F":
+			e.State = v1alpha1.SlotFilling
+			e.IP, e.FromIP, _ = strings.Cut(ip, "<")
+			e.From = fmt.Sprintf("cache-%d-old", i)
 		}
 		t.Slots = append(t.Slots, e)
 	}

@@ -758,24 +758,59 @@ type Slot struct {
 	IP string `json:"ip,omitempty"`
 
 	// State is Serving (the Pod is Ready, not terminating and has an
-	// address: it is in the served list), NotReady (the Pod keeps its slot
-	// while it is not ready, so that it comes back to the same place),
-	// Leaving (the Pod is terminating and no Ready Pod has taken its slot
-	// yet) or Empty.
+	// address: it is in the served list), Filling (spec.rollout.keepWarm:
+	// the Pod took the slot of From, a terminating Pod, and is being given
+	// its items; clients are still served From until it holds them),
+	// NotReady (the Pod keeps its slot while it is not ready, so that it
+	// comes back to the same place; not served), Leaving (the Pod is
+	// terminating and no Ready Pod has taken its slot yet; it is served
+	// until its memcached stops) or Empty.
 	State SlotState `json:"state"`
+
+	// From is a Filling slot's terminating Pod, whose items the slot's Pod
+	// is being given, and FromIP its address: the Pod clients are served
+	// for the slot until the copy is done.
+	// +optional
+	From string `json:"from,omitempty"`
+	// +optional
+	FromIP string `json:"fromIP,omitempty"`
 }
 
 // SlotState is what a slot's Pod is doing.
-// +kubebuilder:validation:Enum=Serving;NotReady;Leaving;Empty
+// +kubebuilder:validation:Enum=Serving;Filling;NotReady;Leaving;Empty
 type SlotState string
 
 // The slot states.
 const (
 	SlotServing  SlotState = "Serving"
+	SlotFilling  SlotState = "Filling"
 	SlotNotReady SlotState = "NotReady"
 	SlotLeaving  SlotState = "Leaving"
 	SlotEmpty    SlotState = "Empty"
 )
+
+// ServedIP is the address clients are given for the slot, empty when
+// they are given none (the proxy then marks the slot down): the Pod's
+// while it is Serving, and while it is Leaving (a terminating Pod's
+// memcached serves until its preStop ends: clients are moved off it, not
+// dropped); a Filling slot's From, until its Pod holds the items. No
+// client is pointed at a Pod before it holds its keys, and no Pod stops
+// serving before its clients have left it.
+func (s Slot) ServedIP() string {
+	switch s.State {
+	case SlotServing, SlotLeaving:
+		return s.IP
+	case SlotFilling:
+		return s.FromIP
+	}
+	return ""
+}
+
+// Holds tells whether the slot's Pod holds the slot's keys from now on, as
+// a hand-off's destination: it is Serving, or Filling (being given them).
+func (s Slot) Holds() bool {
+	return (s.State == SlotServing || s.State == SlotFilling) && s.IP != ""
+}
 
 // Handoff is a Pod handing its items on.
 type Handoff struct {
@@ -874,4 +909,9 @@ type HandoffProgress struct {
 	// Message says why a copy failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// To is the Pod a Replaced copy gave the items to: the hook moves the
+	// slot to it once its copy ended (a report of an earlier successor,
+	// which left too, does not end the next one's).
+	// +optional
+	To string `json:"to,omitempty"`
 }

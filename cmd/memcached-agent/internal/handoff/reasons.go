@@ -142,7 +142,7 @@ func (r *Runner) waitClients(ctx context.Context, log *slog.Logger, msg string) 
 // since may have changed the table, and no item goes to a Pod the
 // current table does not serve from. ok false: the item has no home.
 func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
-	if s.State != v1alpha1.SlotServing || s.IP == "" || s.Pod == h.Pod || s.IP == h.IP {
+	if !s.Holds() || s.Pod == h.Pod || s.IP == h.IP {
 		return destination{}, false
 	}
 	return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true

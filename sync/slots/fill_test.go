@@ -1,0 +1,103 @@
+package slots_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/slots"
+)
+
+// TestFill checks when a slot a Ready Pod took from a leaving one is
+// Filling (served by the leaving Pod) and when it moves to its new Pod.
+func TestFill(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const bound = 37 * time.Second
+	// b was deleted 5 s ago; c took its slot.
+	b := leaving("b", "10.0.0.2")
+	b.LeavingSince = now.Add(-5 * time.Second)
+	replacedBy := func(to, toIP string, p *v1alpha1.HandoffProgress) v1alpha1.Handoff {
+		return v1alpha1.Handoff{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffReplaced, Slot: ptr32(1), To: to, ToIP: toIP, Progress: p}
+	}
+	ended := func(st v1alpha1.HandoffState, to string) *v1alpha1.HandoffProgress {
+		return &v1alpha1.HandoffProgress{State: st, To: to}
+	}
+	tests := []struct {
+		name        string
+		table       string
+		pods        []slots.Pod
+		handoffs    []v1alpha1.Handoff
+		now         time.Time
+		wantFilling bool
+		wantPending time.Duration
+	}{{
+		name:        "the successor is filled while the leaving Pod serves",
+		handoffs:    []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:        "still copying",
+		handoffs:    []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffCopying, "c"))},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:     "the copy is done: the slot moves",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffDone, "c"))},
+	}, {
+		name:     "the copy failed: the slot moves with what it has",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffFailed, "c"))},
+	}, {
+		name:     "an older agent's report names no successor",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffDone, ""))},
+	}, {
+		name:        "a report of an earlier successor does not end this one's fill",
+		handoffs:    []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffDone, "x"))},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:     "the bound passed: the slot moves with what the copy gave",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+		now:      now.Add(32 * time.Second),
+	}, {
+		name:     "the leaving Pod is gone: nobody to serve the slot but its Pod",
+		pods:     []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+	}, {
+		name:     "the successor is not Ready: it stays NotReady",
+		table:    "a@10.0.0.1:Serving c@10.0.0.3:NotReady",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+	}, {
+		name:     "the entry names another Pod than the slot's",
+		handoffs: []v1alpha1.Handoff{replacedBy("d", "10.0.0.4", nil)},
+	}, {
+		name:     "not a Replaced hand-off",
+		handoffs: []v1alpha1.Handoff{{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffWaiting, Slot: ptr32(1)}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.table == "" {
+				tt.table = "a@10.0.0.1:Serving c@10.0.0.3:Serving"
+			}
+			if tt.pods == nil {
+				tt.pods = []slots.Pod{ready("a", "10.0.0.1"), b, ready("c", "10.0.0.3")}
+			}
+			if tt.now.IsZero() {
+				tt.now = now
+			}
+			assigned := table(t, tt.table)
+			want := show(assigned)
+			cell := slots.Cell{Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			got := tables[0][1]
+			if filling := got.State == v1alpha1.SlotFilling; filling != tt.wantFilling {
+				t.Fatalf("slot 1 is %s; want Filling %t", show(tables[0]), tt.wantFilling)
+			}
+			if tt.wantFilling && (got.Pod != "c" || got.IP != "10.0.0.3" || got.From != "b" || got.FromIP != "10.0.0.2" || got.ServedIP() != "10.0.0.2") {
+				t.Errorf("slot 1 = %+v; want c filling from b, b served", got)
+			}
+			if pending != tt.wantPending {
+				t.Errorf("pending = %v, want %v", pending, tt.wantPending)
+			}
+			if got := show(assigned); got != want {
+				t.Errorf("Fill changed the table it was given: %s, was %s", got, want)
+			}
+		})
+	}
+}
