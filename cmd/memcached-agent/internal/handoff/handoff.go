@@ -68,16 +68,18 @@ type Options struct {
 	LockTTL time.Duration
 	// ReportEvery is the time between two progress reports (2 s).
 	ReportEvery time.Duration
-	// ClientMove is how long a copy waits after its entry appears, for
-	// the clients to move to the slot's new owner (the proxies switch
-	// their pool within a second): a write the leaving Pod took after the
-	// copy read its key would never reach the new owner, which would
-	// serve the older value. A write to the new owner is never
-	// overwritten (add mode). A Refill waits it too, for the proxies to
-	// route the slot to the Pod it fills, once it holds the lock and has
-	// emptied that Pod (copyJob.settleRefill). 0: no wait (the agent's
-	// --handoff-settle defaults to contract.ClientMove). It is not contract.Settle, the
-	// hook's wait for a Pod's event to settle.
+	// ClientMove is how long clients take to move to a slot's new owner
+	// (the proxies switch their pool within a second), which a copy waits
+	// as its reason's settle says: a Removed, Moved or Grown copy after
+	// its entry appears (a write the leaving Pod took after the copy read
+	// its key would never reach the new owner, which would serve the
+	// older value; a write to the new owner is never overwritten, add
+	// mode); a Refill once it holds the lock and has emptied the Pod it
+	// fills (copyJob.settleRefill); a Replaced copy after it, once the
+	// slot serves the new Pod, before the done marker
+	// (copyJob.markDoneAfterSwitch). 0: no wait (the agent's
+	// --handoff-settle defaults to contract.ClientMove). It is not
+	// contract.Settle, the hook's wait for a Pod's event to settle.
 	ClientMove time.Duration
 	// Now is the clock the copies are timed and reported by (time.Now).
 	// Connection deadlines, timers and the forwarder's marker names are
@@ -150,6 +152,8 @@ type Runner struct {
 	// Replaced slot's holder, where a Removed, Moved or Grown item's key
 	// hashes).
 	tables atomic.Pointer[map[string][]v1alpha1.Slot]
+	// changed is closed, and replaced, when tables change (waitSwitch).
+	changed atomic.Pointer[chan struct{}]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -180,11 +184,14 @@ type job struct {
 // New returns a Runner; Update gives it work, Stop ends it.
 func New(opts Options, reporter Reporter, observer Observer, logger *slog.Logger) *Runner {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Runner{
+	r := &Runner{
 		opts: opts.withDefaults(), reporter: reporter, observer: observer, logger: logger,
 		ctx: ctx, cancel: cancel,
 		jobs: map[string]*job{}, next: map[string]v1alpha1.Handoff{}, reported: map[string][]string{},
 	}
+	changed := make(chan struct{})
+	r.changed.Store(&changed)
+	return r
 }
 
 // jobID identifies a hand-off: its source Pod, reason and destination.
@@ -214,6 +221,8 @@ func (r *Runner) UpdateZones(handoffs []v1alpha1.Handoff, tables map[string][]v1
 		t[zone] = slices.Clone(table)
 	}
 	r.tables.Store(&t)
+	next := make(chan struct{})
+	close(*r.changed.Swap(&next))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {

@@ -236,9 +236,14 @@ func TestReplaced(t *testing.T) {
 			t.Errorf("the destination holds %s", k)
 		}
 	}
-	if _, ok := from.get(contract.DoneKey); !ok {
-		t.Errorf("no done marker on the source")
-	}
+	// The done marker follows the Done report: the slot serves the new
+	// Pod (this table), then clients move (ClientMove, 0 here).
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, ok := from.get(contract.DoneKey); !ok {
+			return errors.New("no done marker on the source")
+		}
+		return nil
+	})
 	if _, ok := from.get(LockKey); ok {
 		t.Errorf("the lock is still held")
 	}

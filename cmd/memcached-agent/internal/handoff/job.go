@@ -22,10 +22,19 @@ import (
 // ending if that one finishes), copies while renewing it, marks the
 // source and reports: copyJob's phases, in order, as the reason's entry
 // rs says.
+//
+// A source whose done marker waits for clients to leave it
+// (settleBeforeDone: Replaced) gets it once the copy ended, this agent's
+// or the other's, and the slot serves its successor (markDoneAfterSwitch);
+// its writes are forwarded until then, and after, until it stops.
 func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff, rs reason, source string, rt route) {
 	j := &copyJob{r: r, ctx: ctx, log: log, h: h, rs: rs, id: jobID(h), source: source}
 	defer j.closeControl()
-	if !j.lock() {
+	held, done := j.lock()
+	if !held {
+		if done {
+			j.markDoneAfterSwitch()
+		}
 		return
 	}
 	err := j.bulkCopy(rt)
@@ -33,6 +42,9 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 		err = j.finish()
 	}
 	j.conclude(err)
+	if err == nil {
+		j.markDoneAfterSwitch()
+	}
 	j.endForwarding(err)
 }
 
@@ -75,20 +87,20 @@ func (j *copyJob) closeControl() {
 	}
 }
 
-// lock takes the source's lock, waiting while another agent holds it. It
-// is false when nothing is left to do: the copy finished (another agent's,
-// whose last report it sends again), taking the lock failed (reported), or
-// ctx ended.
-func (j *copyJob) lock() bool {
+// lock takes the source's lock, waiting while another agent holds it:
+// held. It is not held when nothing is left to copy: the copy finished
+// (done: another agent's, whose last report it sends again), taking the
+// lock failed (reported), or ctx ended.
+func (j *copyJob) lock() (held, done bool) {
 	waitingFor := ""
 	for {
 		done, held, holder, last, err := j.lookAndLock()
 		switch {
 		case j.ctx.Err() != nil:
-			return false
+			return false, false
 		case err != nil:
 			j.r.failed(j.ctx, j.log, j.h, j.r.opts.Now(), &counts{}, fmt.Errorf("taking the copy's lock: %w", err))
-			return false
+			return false, false
 		case done:
 			j.log.Info("another agent handed the items on")
 			if last != nil {
@@ -96,9 +108,9 @@ func (j *copyJob) lock() bool {
 				// before it sent it.
 				j.r.report(j.ctx, j.h, *last)
 			}
-			return false
+			return false, true
 		case held:
-			return true
+			return true, false
 		}
 		if holder != waitingFor && holder != "" {
 			waitingFor = holder
@@ -107,7 +119,7 @@ func (j *copyJob) lock() bool {
 		select {
 		case <-time.After(j.r.opts.LockTTL / 5):
 		case <-j.ctx.Done():
-			return false
+			return false, false
 		}
 	}
 }
@@ -242,10 +254,41 @@ func (j *copyJob) finish() error {
 			j.log.Debug("setting the done marker before the forwarder caught up", "pending", j.fw.pending.len(), "error", cerr)
 		}
 	}
-	if err := j.control(func(c *conn) error { return markFinished(c, j.id, j.rs.leaving, j.done) }); err != nil {
+	// A source whose clients leave it only once the copy ended gets
+	// its done marker after they did (markDoneAfterSwitch).
+	now := j.rs.leaving && j.rs.settle != settleBeforeDone
+	if err := j.control(func(c *conn) error { return markFinished(c, j.id, now, j.done) }); err != nil {
 		return fmt.Errorf("marking the copy finished: %w", err)
 	}
 	return nil
+}
+
+// markDoneAfterSwitch sets the done marker of a source whose clients
+// leave it only once its copy ended (settleBeforeDone: Replaced), when
+// they have: the hook serves the slot from the Pod the items went to
+// once the copy's report reaches it (or the slot's bound passed), and
+// the clients follow within ClientMove (the proxies within a second, Auto
+// Discovery clients at their poll, stable names' clients at their
+// lookup). Until then the source serves, and its writes are forwarded.
+// Both agents may set it (the one that copied, and the one that found
+// the copy done): setting it twice is setting it.
+func (j *copyJob) markDoneAfterSwitch() {
+	if j.rs.settle != settleBeforeDone {
+		return
+	}
+	if err := j.r.waitSwitch(j.ctx, j.h); err != nil {
+		return
+	}
+	if j.r.waitClients(j.ctx, j.log, "the slot serves its new Pod: waiting for clients to move to it") != nil {
+		return
+	}
+	if err := j.control(markDone); err != nil {
+		if j.ctx.Err() == nil {
+			j.log.Warn("could not set the done marker: the leaving Pod stops at its bound", "error", err)
+		}
+		return
+	}
+	j.log.Info("clients left the source: done marker set")
 }
 
 // release releases the lock, on the way out (a cancelled context) too, so
@@ -532,8 +575,14 @@ func withControl(ctx context.Context, d Dialer, addr string, timeout time.Durati
 // through or ctx ends (the entry changed, the agent stops): the hand-off
 // of a source that stays (Moved, Grown) leaves the status only once the
 // hook reads it.
+//
+// A Replaced copy's report names the Pod it gives the items to (To): the
+// hook moves the slot to it once that report says the copy ended.
 func (r *Runner) report(ctx context.Context, h v1alpha1.Handoff, p v1alpha1.HandoffProgress) {
 	key := contract.ReportKey(h)
+	if to, _, ok := h.Successor(); ok {
+		p.To = to
+	}
 	r.mu.Lock()
 	if !slices.Contains(r.reported[h.Pod], key) {
 		r.reported[h.Pod] = append(r.reported[h.Pod], key)

@@ -20,8 +20,11 @@ import (
 // learns a reason here and a new reason is one entry.
 // cmd/memcached-agent/README.md (Hand-offs) tells the same for users.
 var reasons = map[v1alpha1.HandoffReason]reason{
-	// A Ready Pod took the leaving Pod's slot: every item goes to it.
-	v1alpha1.HandoffReplaced: {asks: named, route: (*Runner).holder, leaving: true, settle: settleBeforeLock},
+	// A Ready Pod took the leaving Pod's slot: every item goes to it,
+	// while clients are still served the leaving Pod (the hook's Filling
+	// slot), whose writes are forwarded; it gets its done marker once
+	// the slot serves the new Pod and clients moved.
+	v1alpha1.HandoffReplaced: {asks: named, route: (*Runner).holder, leaving: true, settle: settleBeforeDone},
 	// The Pod's slot went in a scale-down: each item goes where its key
 	// now hashes.
 	v1alpha1.HandoffRemoved: {asks: named, route: (*Runner).place, leaving: true, settle: settleBeforeLock},
@@ -88,6 +91,13 @@ const (
 	// copy (copyJob.settleRefill). A Pod back in its slot must not serve
 	// what it kept meanwhile for the wait.
 	settleAfterFlush
+	// settleBeforeDone: the copy starts at once, while clients are still
+	// served the source (the hook keeps the slot Filling until the copy
+	// ended: make before break), and the source's writes are forwarded;
+	// the wait comes once the slot serves its new Pod, before the done
+	// marker (copyJob.markDoneAfterSwitch), so that the source serves
+	// until its clients left it.
+	settleBeforeDone
 )
 
 func (s settle) String() string {
@@ -98,6 +108,8 @@ func (s settle) String() string {
 		return "before the lock"
 	case settleAfterFlush:
 		return "after the flush"
+	case settleBeforeDone:
+		return "before the done marker, once the slot serves its new Pod"
 	}
 	return "settle(" + strconv.Itoa(int(s)) + ")"
 }
@@ -137,15 +149,34 @@ func (r *Runner) waitClients(ctx context.Context, log *slog.Logger, msg string) 
 }
 
 // dest is where an item goes when its slot's entry s in the table as it
-// is now serves, at an address, and is not the hand-off's source h
-// (its Pod's name or address): after the settle, a status that landed
-// since may have changed the table, and no item goes to a Pod the
-// current table does not serve from. ok false: the item has no home.
+// is now holds it (Slot.Holds: Serving, or Filling, the Pod being given
+// the slot's items), at an address, and is not the hand-off's source h
+// (its Pod's name or address): a status that landed since the copy began
+// may have changed the table, and no item goes to a Pod the current table
+// does not give the slot. ok false: the item has no home.
 func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
 	if !s.Holds() || s.Pod == h.Pod || s.IP == h.IP {
 		return destination{}, false
 	}
 	return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
+}
+
+// waitSwitch waits until the table serves a Replaced entry's slot from
+// the Pod the items went to (its Filling ended), or ctx ends (its cause).
+func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff) error {
+	slot, _ := h.TakenSlot()
+	to, _, _ := h.Successor()
+	for {
+		changed := r.changed.Load()
+		if t := r.table(h.Zone); int(slot) < len(t) && t[slot].Pod == to && t[slot].State == v1alpha1.SlotServing {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-*changed:
+		}
+	}
 }
 
 // table is the slot table of a zone ("" without zones) in the last status,

@@ -37,7 +37,7 @@ func TestReasons(t *testing.T) {
 			// its entry appears".
 			name: "Replaced: every item to the Pod that took the slot, from a source that leaves", reason: v1alpha1.HandoffReplaced,
 			entry:    v1alpha1.Handoff{Pod: "cache-a", IP: "10.0.0.1", Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-b", ToIP: "10.0.0.2"},
-			wantAsks: true, wantCopies: true, wantLeaving: true, wantSettle: settleBeforeLock,
+			wantAsks: true, wantCopies: true, wantLeaving: true, wantSettle: settleBeforeDone,
 		},
 		{
 			// "each item to the slot slots.Place names"; done marker: yes.
@@ -144,6 +144,9 @@ func TestDest(t *testing.T) {
 		wantOK   bool
 	}{
 		{name: "another Pod that serves", slot: serving(1, "cache-b", "10.0.0.2"), wantAddr: "10.0.0.2:11211", wantOK: true},
+		{name: "another Pod being filled", slot: v1alpha1.Slot{Slot: 1, Pod: "cache-b", IP: "10.0.0.2", State: v1alpha1.SlotFilling, From: "cache-a", FromIP: "10.0.0.1"},
+			wantAddr: "10.0.0.2:11211", wantOK: true},
+		{name: "leaving", slot: v1alpha1.Slot{Slot: 1, Pod: "cache-b", IP: "10.0.0.2", State: v1alpha1.SlotLeaving}},
 		{name: "not ready", slot: v1alpha1.Slot{Slot: 1, Pod: "cache-b", IP: "10.0.0.2", State: v1alpha1.SlotNotReady}},
 		{name: "serving with no address", slot: serving(1, "cache-b", "")},
 		{name: "the source by name", slot: serving(1, "cache-a", "10.0.0.2")},
@@ -188,6 +191,7 @@ func TestREADMEReasons(t *testing.T) {
 		settleNever:      "no",
 		settleBeforeLock: "as its entry appears, before the lock",
 		settleAfterFlush: "once it holds the lock, after the flush",
+		settleBeforeDone: "once the slot serves the new Pod, before the done marker",
 	}
 	for reason, rs := range reasons {
 		row, ok := rows[reason]

@@ -11,10 +11,12 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 )
 
-// TestSettle is what Options.ClientMove (the agent's --handoff-settle) is for.
-// Once a Replaced hand-off appears, a client that has not yet moved to the
-// slot's new owner (a proxy switches its pool within a second) still
-// writes to the leaving Pod; then it moves, and reads from the new owner.
+// TestSettle is what Options.ClientMove (the agent's --handoff-settle) is for
+// before a copy (settleBeforeLock: Removed, whose slot goes at once; a
+// Replaced copy waits after it instead, TestMakeBeforeBreak). Once the
+// hand-off appears, a client that has not yet moved to the key's new
+// owner (a proxy switches its pool within a second) still writes to the
+// leaving Pod; then it moves, and reads from the new owner.
 // Every key is written on the leaving Pod round after round until the
 // client moves, then one key once more on the new owner; once the copy is
 // done each key must read, from the new owner, the last value a write of
@@ -106,7 +108,7 @@ func TestSettle(t *testing.T) {
 			// hand on the source's later writes too: this measures what
 			// the settle alone keeps out.
 			r, _ := newHookedRunner(t, "agent-a", rec, Options{ClientMove: tt.settle, Dial: dial}, testHooks{noForward: true})
-			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
+			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffRemoved}
 			start := time.Now()
 			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
 			isReached := func() bool {
