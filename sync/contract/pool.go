@@ -235,8 +235,9 @@ type servedAt struct {
 
 // renderSlots writes the slot lines of zone's table (zone is empty
 // without zones) to b, and returns how many it wrote and how many of them
-// are placeholders: one a slot, or one placeholder for a table with no
-// slot. seen holds the addresses already Serving in the file, and gets
+// are placeholders: one a listed slot (v1alpha1.Listed: a scale-up's
+// Adding slots are not, so that no key moves before its Pod holds it), or
+// one placeholder for a table with none. seen holds the addresses already Serving in the file, and gets
 // this table's.
 func renderSlots(b *bytes.Buffer, zone string, table v1alpha1.SlotTable, seen map[netip.Addr]servedAt) (slots, down int, err error) {
 	what := "status.slotTable"
@@ -252,7 +253,8 @@ func renderSlots(b *bytes.Buffer, zone string, table v1alpha1.SlotTable, seen ma
 		}
 		return 0, 0, refuse(BadSlots, "%s", err)
 	}
-	for i, e := range table.Slots {
+	listed := v1alpha1.Listed(table.Slots)
+	for i, e := range listed {
 		ip := e.ServedIP()
 		if ip == "" {
 			fmt.Fprintf(b, "%s %s\n", PoolPlaceholder, downLabel(zone, i))
@@ -276,11 +278,11 @@ func renderSlots(b *bytes.Buffer, zone string, table v1alpha1.SlotTable, seen ma
 		b.WriteString(netip.AddrPortFrom(addr, Port).String())
 		b.WriteByte('\n')
 	}
-	if len(table.Slots) == 0 {
+	if len(listed) == 0 {
 		fmt.Fprintf(b, "%s %s\n", PoolPlaceholder, downLabel(zone, 0))
 		return 1, 1, nil
 	}
-	return len(table.Slots), down, nil
+	return len(listed), down, nil
 }
 
 // downLabel is DownLabel, or ZoneDownLabel in a zone.

@@ -108,7 +108,7 @@ func (stableNames) children(d *desire) []any {
 func slotSlices(d *desire, meta metav1.ObjectMeta) []any {
 	last := lastSlotAddresses(d)
 	byFamily := map[discoveryv1.AddressType][]discoveryv1.Endpoint{}
-	for _, e := range d.cells[0].assigned.Slots {
+	for _, e := range v1alpha1.Listed(d.cells[0].assigned.Slots) {
 		hostname := slotHostname(d.p.Name, e.Slot)
 		ep := discoveryv1.Endpoint{Hostname: &hostname}
 		addr := e.IP
@@ -221,7 +221,7 @@ func (stableNames) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 		st.SlotAddresses = pl.p.Status.SlotAddresses
 	case stableNamesEnabled(pl.spec) && pl.obs.hasChild(ServiceKey, slotsName(pl.p.Name)) &&
 		pl.obs.hasChild(EndpointSliceKey, sliceName(pl.p.Name, discoveryv1.AddressTypeIPv4)):
-		for _, e := range pl.cells[0].assigned.Slots {
+		for _, e := range v1alpha1.Listed(pl.cells[0].assigned.Slots) {
 			st.SlotAddresses = append(st.SlotAddresses, slotAddress(pl.p, e.Slot))
 		}
 	}

@@ -41,13 +41,51 @@ type FillInput struct {
 // a stale copy marks the same slots: a slot moves to its successor once,
 // and never back.
 //
+// A scale-up is make before break too: while a Grown copy of the cell has
+// not copied its items (no Copied, Done or Failed report), the slots from
+// the first one added on are Adding, and clients are given only the slots
+// before them (v1alpha1.Listed), so that every key stays where it is
+// until its new Pod holds it; the Grown sources' writes are forwarded
+// meanwhile. At the bound after the last added slot's Pod turned Ready,
+// the slots are listed with what the copies gave. Added slots whose Pods
+// are not Ready yet wait unlisted, with no bound: listing them would only
+// move their keys to a Pod that does not answer.
+//
 // It returns each cell's table, in the order of in.Cells (the Assigned
 // table itself when nothing fills), and how long until the soonest bound
-// of a Filling slot (0: none), when the caller syncs again.
+// of a Filling or Adding slot (0: none), when the caller syncs again.
 func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 	tables = make([][]v1alpha1.Slot, len(in.Cells))
 	for i, c := range in.Cells {
 		tables[i] = c.Assigned.Slots
+	}
+	wait := func(left time.Duration) {
+		if pending == 0 || left < pending {
+			pending = left
+		}
+	}
+	own := func(i int) []v1alpha1.Slot {
+		if len(tables[i]) > 0 && len(in.Cells[i].Assigned.Slots) > 0 && &tables[i][0] == &in.Cells[i].Assigned.Slots[0] {
+			tables[i] = slices.Clone(tables[i])
+		}
+		return tables[i]
+	}
+	for i, c := range in.Cells {
+		first, ok := growing(c, in.Handoffs)
+		if !ok {
+			continue
+		}
+		if last, ready := lastReady(c, first); ready {
+			left := last.Add(in.Bound).Sub(in.Now)
+			if left <= 0 {
+				continue
+			}
+			wait(left)
+		}
+		table := own(i)
+		for s := first; s < len(table); s++ {
+			table[s].State = v1alpha1.SlotAdding
+		}
 	}
 	for _, h := range in.Handoffs {
 		slot, ok := h.TakenSlot()
@@ -71,16 +109,56 @@ func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 		if left <= 0 {
 			continue
 		}
-		if pending == 0 || left < pending {
-			pending = left
-		}
-		if &table[0] == &in.Cells[i].Assigned.Slots[0] {
-			table = slices.Clone(table)
-			tables[i] = table
-		}
+		wait(left)
+		table = own(i)
 		table[s].State, table[s].From, table[s].FromIP = v1alpha1.SlotFilling, src.Name, src.IP
 	}
 	return tables, pending
+}
+
+// growing tells whether a cell's scale-up is still being copied: a Grown
+// entry of the cell whose copy has not reported its items copied (Copied,
+// Done or Failed), planned or not; first is the lowest first added slot
+// of the cell's Grown entries.
+func growing(c Cell, handoffs []v1alpha1.Handoff) (first int, ok bool) {
+	first = -1
+	for _, h := range handoffs {
+		f, isGrown := h.FirstAdded()
+		if !isGrown || h.Zone != c.Zone || int(f) >= len(c.Assigned.Slots) {
+			continue
+		}
+		if first < 0 || int(f) < first {
+			first = int(f)
+		}
+		if p := h.Progress; p == nil || p.State == v1alpha1.HandoffCopying {
+			ok = true
+		}
+	}
+	return first, ok && first > 0
+}
+
+// lastReady is when the last of the slots from first on took a Ready Pod
+// (its ReadySince), and whether every one of them has one.
+func lastReady(c Cell, first int) (time.Time, bool) {
+	var last time.Time
+	for _, e := range c.Assigned.Slots[first:] {
+		if e.State != v1alpha1.SlotServing {
+			return time.Time{}, false
+		}
+		i := slices.IndexFunc(c.Pods, func(p Pod) bool { return p.Name == e.Pod })
+		if i < 0 {
+			return time.Time{}, false
+		}
+		last = maxTime(last, c.Pods[i].ReadySince)
+	}
+	return last, true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // filled tells whether a Replaced entry's copy ended, done or failed, for

@@ -101,3 +101,93 @@ func TestFill(t *testing.T) {
 		})
 	}
 }
+
+// TestFillGrowth checks when the slots a scale-up added are Adding (not
+// listed: clients are given the slots before them) and when they are
+// listed.
+func TestFillGrowth(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const bound = 37 * time.Second
+	pod := func(name, ip string, readyAgo time.Duration) slots.Pod {
+		p := ready(name, ip)
+		p.ReadySince = now.Add(-readyAgo)
+		return p
+	}
+	// a and b held the two slots; c and d took the two added, 3 s and 5 s
+	// ago.
+	pods := []slots.Pod{pod("a", "10.0.0.1", time.Hour), pod("b", "10.0.0.2", time.Hour), pod("c", "10.0.0.3", 5*time.Second), pod("d", "10.0.0.4", 3*time.Second)}
+	grown := func(pod, ip, to string, st v1alpha1.HandoffState) v1alpha1.Handoff {
+		h := v1alpha1.Handoff{Pod: pod, IP: ip, Reason: v1alpha1.HandoffGrown, Slot: ptr32(2), To: to}
+		if st != "" {
+			h.Progress = &v1alpha1.HandoffProgress{State: st}
+		}
+		return h
+	}
+	tests := []struct {
+		name        string
+		table       string
+		handoffs    []v1alpha1.Handoff
+		now         time.Time
+		wantListed  int
+		wantPending time.Duration
+	}{{
+		name:       "the copies have not started: the added slots wait unlisted",
+		handoffs:   []v1alpha1.Handoff{grown("a", "10.0.0.1", "c", ""), grown("b", "10.0.0.2", "c", "")},
+		wantListed: 2, wantPending: 34 * time.Second,
+	}, {
+		name:       "one copy copied, one still copying",
+		handoffs:   []v1alpha1.Handoff{grown("a", "10.0.0.1", "c", v1alpha1.HandoffCopied), grown("b", "10.0.0.2", "c", v1alpha1.HandoffCopying)},
+		wantListed: 2, wantPending: 34 * time.Second,
+	}, {
+		name:       "every copy copied: listed",
+		handoffs:   []v1alpha1.Handoff{grown("a", "10.0.0.1", "c", v1alpha1.HandoffCopied), grown("b", "10.0.0.2", "c", v1alpha1.HandoffCopied)},
+		wantListed: 4,
+	}, {
+		name:       "ended, done or failed (an older agent's Done): listed",
+		handoffs:   []v1alpha1.Handoff{grown("a", "10.0.0.1", "c", v1alpha1.HandoffDone), grown("b", "10.0.0.2", "c", v1alpha1.HandoffFailed)},
+		wantListed: 4,
+	}, {
+		name:       "the bound after the last added Pod turned Ready passed: listed with what was copied",
+		handoffs:   []v1alpha1.Handoff{grown("a", "10.0.0.1", "c", v1alpha1.HandoffCopying)},
+		now:        now.Add(34 * time.Second),
+		wantListed: 4,
+	}, {
+		name:       "an added slot has no Ready Pod yet: unlisted, with no bound",
+		table:      "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving -",
+		handoffs:   []v1alpha1.Handoff{{Pod: "a", IP: "10.0.0.1", Reason: v1alpha1.HandoffGrown, Slot: ptr32(2)}},
+		now:        now.Add(time.Hour),
+		wantListed: 2,
+	}, {
+		name:       "no scale-up",
+		handoffs:   nil,
+		wantListed: 4,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.table == "" {
+				tt.table = "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving"
+			}
+			if tt.now.IsZero() {
+				tt.now = now
+			}
+			assigned := table(t, tt.table)
+			want := show(assigned)
+			cell := slots.Cell{Assigned: slots.Assignment{Slots: assigned}, Pods: pods}
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			if got := len(v1alpha1.Listed(tables[0])); got != tt.wantListed {
+				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.wantListed)
+			}
+			for _, e := range tables[0][tt.wantListed:] {
+				if e.State != v1alpha1.SlotAdding {
+					t.Errorf("slot %d past the list is %s, want Adding", e.Slot, e.State)
+				}
+			}
+			if pending != tt.wantPending {
+				t.Errorf("pending = %v, want %v", pending, tt.wantPending)
+			}
+			if got := show(assigned); got != want {
+				t.Errorf("Fill changed the table it was given: %s, was %s", got, want)
+			}
+		})
+	}
+}

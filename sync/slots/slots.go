@@ -544,9 +544,9 @@ type Node struct {
 // Addr is the node's ip:port.
 func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)) }
 
-// Served returns the servers clients are given: each slot's served Pod
-// (v1alpha1.Slot.ServedIP: a Serving or Leaving slot's own, a Filling
-// slot's From), in slot order. Host is the slot's stable name when the status gives the
+// Served returns the servers clients are given: each listed slot's
+// served Pod (v1alpha1.Listed, Slot.ServedIP: a Serving or Leaving
+// slot's own, a Filling slot's From), in slot order. Host is the slot's stable name when the status gives the
 // slots' addresses (status.slotAddresses, spec.stableNames), so that
 // clients that hash on the host keep their keys when a Pod is replaced;
 // otherwise it is the Pod's name in the headless Service
@@ -557,7 +557,7 @@ func (n Node) Addr() string { return net.JoinHostPort(n.IP, strconv.Itoa(n.Port)
 // cluster's domain); ip is always set, for clients that connect to it.
 func Served(table []v1alpha1.Slot, addresses []string, service, namespace string, port int) []Node {
 	var nodes []Node
-	for _, e := range table {
+	for _, e := range v1alpha1.Listed(table) {
 		ip := e.ServedIP()
 		if ip == "" {
 			continue
@@ -630,6 +630,7 @@ func sameServed(a, b []v1alpha1.Slot) bool {
 		}
 		return i
 	}
+	a, b = v1alpha1.Listed(a), v1alpha1.Listed(b)
 	i, j := next(a, 0), next(b, 0)
 	for i < len(a) && j < len(b) {
 		if a[i].ServedIP() != b[j].ServedIP() {

@@ -95,9 +95,9 @@ func TestGrowth(t *testing.T) {
 			b2 := load.Counts()
 			time.Sleep(5 * time.Second)
 			b3 := load.Counts()
-			s.done()
+			lowest := s.done()
 			before, during, after := b1.Sub(b0).HitRatio(), b2.Sub(b1).HitRatio(), b3.Sub(b2).HitRatio()
-			stale := b3.Sub(b1).Stale
+			stale, errs := b3.Sub(b1).Stale, b2.Sub(b1).Errors
 
 			// What moved: the keys whose slot the scale-up changed, all
 			// of which the cache held (Fill), against what was copied.
@@ -123,8 +123,8 @@ func TestGrowth(t *testing.T) {
 				left += k.holds(src, tt.to)
 			}
 			testutil.Benchmark("BenchmarkHandoff/growth/"+tt.name,
-				"%.3f hit-ratio-before %.3f hit-ratio-during %.3f hit-ratio-after %.3f during-of-before %.3f after-of-before %d stale %d items-copied %d items-already-there %d items-moved %.3f copied-of-moved %d left-on-sources %.1f seconds",
-				before, during, after, during/before, after/before, stale, copied, skipped, moved, float64(copied+skipped)/float64(moved), left, took.Seconds())
+				"%.3f hit-ratio-before %.3f hit-ratio-during %.3f hit-ratio-after %.3f during-of-before %.3f after-of-before %.3f lowest-second %d errors %d stale %d items-copied %d items-already-there %d items-moved %.3f copied-of-moved %d left-on-sources %.1f seconds",
+				before, during, after, during/before, after/before, lowest, errs, stale, copied, skipped, moved, float64(copied+skipped)/float64(moved), left, took.Seconds())
 			if !tt.keepWarm {
 				return
 			}
@@ -161,7 +161,7 @@ func TestGrowThenShrink(t *testing.T) {
 	load.Start()
 	defer load.Stop()
 	s := sample(t, "keepwarm/3-to-4-to-3", load)
-	before, during, stale := ratioOf(load, func() {
+	before, d := ratioOf(load, func() {
 		k.grow(spec(4), k.startPods(1))
 		if !testutil.Poll(60*time.Second, func() bool { return len(k.publish().Handoffs) == 0 }) {
 			t.Fatalf("the Grown hand-offs did not end: %+v", k.c.Status().Handoffs)
@@ -178,8 +178,10 @@ func TestGrowThenShrink(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 	})
-	s.done()
-	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-up-then-down-3-to-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
+	lowest := s.done()
+	during, stale := d.HitRatio(), d.Stale
+	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-up-then-down-3-to-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %.3f lowest-second %d errors %d stale",
+		before, during, during/before, lowest, d.Errors, stale)
 	if stale != 0 {
 		t.Errorf("%d stale reads through the scale-up and down, want 0: a source served values older than writes the cache acknowledged; %s", stale, k.switched())
 	}

@@ -336,12 +336,40 @@ func handoffOf(st v1alpha1.MemcachedStatus, pod string) *v1alpha1.Handoff {
 // returns how long the preStop ran, and the hand-off's last report.
 func (k *cluster) leave(name string) (time.Duration, *v1alpha1.HandoffProgress) {
 	k.t.Helper()
-	k.c.Set(k.t, name, func(p *dataplane.Pod) { p.Leaving = true })
-	k.publish()
-	done := make(chan pod.Termination, 1)
-	go func() { done <- k.pods[name].Terminate() }()
-	var last *v1alpha1.HandoffProgress
-	var term pod.Termination
+	left := k.replace([]string{name}, false)[0]
+	return left.preStop, left.report
+}
+
+// left is how a Pod ended: how long its preStop ran, and its hand-off's
+// last report.
+type left struct {
+	preStop time.Duration
+	report  *v1alpha1.HandoffProgress
+}
+
+// replace terminates the Pods names in turn and returns how each ended
+// (leave). With surge, as a Deployment with maxSurge 1 and
+// maxUnavailable 0 does: a new Pod starts, and once it is Ready the next
+// old Pod is deleted; a Deployment does not count a terminating Pod, so
+// it starts the next new Pod at once, and the hand-offs of a rollout
+// overlap. Without, the Pods leave in turn and nothing starts.
+func (k *cluster) replace(names []string, surge bool) []left {
+	k.t.Helper()
+	type ended struct {
+		i    int
+		term pod.Termination
+	}
+	done := make(chan ended, len(names))
+	for i, name := range names {
+		if surge {
+			k.c.Pods = append(k.c.Pods, k.start())
+			k.publish()
+		}
+		k.c.Set(k.t, name, func(p *dataplane.Pod) { p.Leaving = true })
+		k.publish()
+		go func() { done <- ended{i, k.pods[name].Terminate()} }()
+	}
+	out := make([]left, len(names))
 	// Terminate ends within the grace period and the kill after it; this
 	// bound only keeps a broken harness from hanging the test.
 	grace := 30 * time.Second
@@ -349,25 +377,29 @@ func (k *cluster) leave(name string) (time.Duration, *v1alpha1.HandoffProgress) 
 		grace = time.Duration(*g) * time.Second
 	}
 	deadline := time.Now().Add(grace + 30*time.Second)
-	for waiting := true; waiting; {
+	for waiting := len(names); waiting > 0; {
 		select {
-		case term = <-done:
-			waiting = false
+		case e := <-done:
+			waiting--
+			out[e.i].preStop = e.term.Container("memcached").PreStop
+			k.c.Remove(names[e.i])
+			delete(k.pods, names[e.i])
 		case <-time.After(200 * time.Millisecond):
 		}
-		if waiting && time.Now().After(deadline) {
-			k.t.Fatalf("%s did not end within %s of its deletion", name, grace+30*time.Second)
+		if waiting > 0 && time.Now().After(deadline) {
+			k.t.Fatalf("%v did not end within %s of their deletion", names, grace+30*time.Second)
 		}
 		// The agent's reports reach the status, as through ConfigMap
 		// NAME-agent.
-		if h := handoffOf(k.publish(), name); h != nil && h.Progress != nil {
-			last = h.Progress
+		st := k.publish()
+		for i, name := range names {
+			if h := handoffOf(st, name); h != nil && h.Progress != nil {
+				out[i].report = h.Progress
+			}
 		}
 	}
-	k.c.Remove(name)
-	delete(k.pods, name)
 	k.publish()
-	return term.Container("memcached").PreStop, last
+	return out
 }
 
 // sampler prints the hit ratio of each second of a load, as benchmark
@@ -379,10 +411,13 @@ type sampler struct {
 	start time.Time
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	// lowest is the lowest hit ratio of a second so far.
+	mu     sync.Mutex
+	lowest float64
 }
 
 func sample(t *testing.T, name string, load *dataplane.Load) *sampler {
-	s := &sampler{t: t, name: name, load: load, start: time.Now(), stop: make(chan struct{})}
+	s := &sampler{t: t, name: name, load: load, start: time.Now(), stop: make(chan struct{}), lowest: 1}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -398,24 +433,35 @@ func sample(t *testing.T, name string, load *dataplane.Load) *sampler {
 			now := load.Counts()
 			d := now.Sub(last)
 			last = now
+			if d.Hits+d.Misses+d.Errors > 0 {
+				s.mu.Lock()
+				s.lowest = min(s.lowest, d.HitRatio())
+				s.mu.Unlock()
+			}
 			testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/%s/t=%03ds", s.name, int(time.Since(s.start).Seconds())), "%.3f hit-ratio %d gets %d errors %d stale", d.HitRatio(), d.Hits+d.Misses, d.Errors, d.Stale)
 		}
 	}()
 	return s
 }
 
-func (s *sampler) done() { close(s.stop); s.wg.Wait() }
+// done stops the sampler and returns the lowest hit ratio of a second it
+// saw (the worst second of a rollout).
+func (s *sampler) done() float64 {
+	close(s.stop)
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lowest
+}
 
-// ratioOf runs f under the load and returns the hit ratio while it ran,
-// and the ratio of the few seconds before it, and the stale reads while
-// it ran.
-func ratioOf(load *dataplane.Load, f func()) (before, during float64, stale int64) {
+// ratioOf runs f under the load and returns the hit ratio of the few
+// seconds before it, and the counts while it ran.
+func ratioOf(load *dataplane.Load, f func()) (before float64, during dataplane.Counts) {
 	b0 := load.Counts()
 	time.Sleep(3 * time.Second)
 	b1 := load.Counts()
 	f()
-	d := load.Counts().Sub(b1)
-	return b1.Sub(b0).HitRatio(), d.HitRatio(), d.Stale
+	return b1.Sub(b0).HitRatio(), load.Counts().Sub(b1)
 }
 
 // TestRollingReplacement replaces every Pod of a 3-Pod Memcached, one at a
@@ -430,9 +476,13 @@ func TestRollingReplacement(t *testing.T) {
 		spec     string
 		proxyIP  string
 		keepWarm bool
+		// overlap replaces the Pods as a Deployment does (replace):
+		// the three hand-offs run at once.
+		overlap bool
 	}{
-		{"keepwarm", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, testutil.Loopback("test/handoff").IP(1), true},
-		{"without-keepwarm", `{"size":3,"proxy":{"enabled":true}}`, testutil.Loopback("test/handoff").IP(2), false},
+		{"keepwarm", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, testutil.Loopback("test/handoff").IP(1), true, false},
+		{"keepwarm-overlapping", `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`, testutil.Loopback("test/handoff").IP(5), true, true},
+		{"without-keepwarm", `{"size":3,"proxy":{"enabled":true}}`, testutil.Loopback("test/handoff").IP(2), false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -445,30 +495,40 @@ func TestRollingReplacement(t *testing.T) {
 			defer load.Stop()
 			s := sample(t, tt.name+"/rolling", load)
 			proxyPID := k.proxy.PID()
-			before, during, stale := ratioOf(load, func() {
-				for i := range 3 {
-					old := fmt.Sprintf("roll-%d", i)
+			olds := []string{"roll-0", "roll-1", "roll-2"}
+			var ended []left
+			before, d := ratioOf(load, func() {
+				if tt.overlap {
+					ended = k.replace(olds, true)
+					return
+				}
+				for _, old := range olds {
 					k.c.Pods = append(k.c.Pods, k.start())
 					k.publish()
-					preStop, report := k.leave(old)
-					t.Logf("%s left in %.1f s of preStop; its hand-off: %+v", old, preStop.Seconds(), report)
-					if tt.keepWarm {
-						switch {
-						case report == nil || report.State != "Done":
-							t.Errorf("%s's hand-off reported %+v, want Done", old, report)
-						case report.Items == 0:
-							t.Errorf("%s's hand-off handed on no item", old)
-						}
-						// The preStop ended on the agent's word, not on
-						// its bound (10 s of sleep, then handoffSeconds).
-						if preStop >= 10*time.Second+30*time.Second {
-							t.Errorf("%s's preStop ran %s: it did not learn the copy was done", old, preStop)
-						}
-					}
+					ended = append(ended, k.replace([]string{old}, false)...)
 				}
 			})
-			s.done()
-			testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/%s/rolling-replacement", tt.name), "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
+			for i, old := range olds {
+				preStop, report := ended[i].preStop, ended[i].report
+				t.Logf("%s left in %.1f s of preStop; its hand-off: %+v", old, preStop.Seconds(), report)
+				if tt.keepWarm {
+					switch {
+					case report == nil || report.State != "Done":
+						t.Errorf("%s's hand-off reported %+v, want Done", old, report)
+					case report.Items == 0:
+						t.Errorf("%s's hand-off handed on no item", old)
+					}
+					// The preStop ended on the agent's word, not on
+					// its bound (10 s of sleep, then handoffSeconds).
+					if preStop >= 10*time.Second+30*time.Second {
+						t.Errorf("%s's preStop ran %s: it did not learn the copy was done", old, preStop)
+					}
+				}
+			}
+			lowest := s.done()
+			during, stale := d.HitRatio(), d.Stale
+			testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/%s/rolling-replacement", tt.name), "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %.3f lowest-second %d errors %d stale",
+				before, during, during/before, lowest, d.Errors, stale)
 			// With keepWarm the copy waits --handoff-settle for the
 			// proxy to switch before it reads the leaving Pod, so no
 			// write the leaving Pod took is lost to an older copy (the
@@ -478,6 +538,11 @@ func TestRollingReplacement(t *testing.T) {
 			// TestStaleReads checks the count itself.)
 			if tt.keepWarm && stale != 0 {
 				t.Errorf("%d stale reads through the rolling replacement, want 0: the new owner served values older than writes the cache acknowledged; %s", stale, k.switched())
+			}
+			// Make before break: the leaving Pod serves its slot until its
+			// successor holds the keys, and until the proxy moved off it.
+			if tt.keepWarm && d.Errors != 0 {
+				t.Errorf("%d errors through the rolling replacement, want 0: a slot was served by a Pod that had stopped, or by none; %s", d.Errors, k.switched())
 			}
 			if tt.keepWarm && during < 0.9*before {
 				t.Errorf("through the rolling replacement the hit ratio was %.3f, %.0f %% of the %.3f before it; want at least 90 %%", during, 100*during/before, before)
@@ -507,7 +572,7 @@ func TestScaleDown(t *testing.T) {
 	load.Start()
 	defer load.Stop()
 	s := sample(t, "keepwarm/4-to-3", load)
-	before, during, stale := ratioOf(load, func() {
+	before, d := ratioOf(load, func() {
 		k.c.Spec = `{"size":3,"proxy":{"enabled":true},"rollout":{"keepWarm":true}}`
 		k.publish()
 		preStop, report := k.leave("shrink-1")
@@ -519,7 +584,8 @@ func TestScaleDown(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	})
-	s.done()
+	lowest := s.done()
+	during, stale := d.HitRatio(), d.Stale
 	st := k.c.Status()
 	var table []string
 	for _, e := range st.SlotTable.Slots {
@@ -528,7 +594,8 @@ func TestScaleDown(t *testing.T) {
 	if strings.Join(table, " ") != "shrink-0 shrink-3 shrink-2" {
 		t.Errorf("slots after the scale-down: %v, want shrink-3 moved into shrink-1's", table)
 	}
-	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-down-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %d stale", before, during, during/before, stale)
+	testutil.Benchmark("BenchmarkHandoff/keepwarm/scale-down-4-to-3", "%.3f hit-ratio-before %.3f hit-ratio-during %.3f of-before %.3f lowest-second %d errors %d stale",
+		before, during, during/before, lowest, d.Errors, stale)
 	if stale != 0 {
 		t.Errorf("%d stale reads through the scale-down, want 0: a Pod served values older than writes the cache acknowledged; %s", stale, k.switched())
 	}
@@ -551,7 +618,7 @@ func TestKilledWithoutGrace(t *testing.T) {
 	defer load.Stop()
 	s := sample(t, "keepwarm/killed", load)
 	proxyPID := k.proxy.PID()
-	before, after, stale := ratioOf(load, func() {
+	before, d := ratioOf(load, func() {
 		k.pods["lost-1"].Kill()
 		k.c.Remove("lost-1")
 		delete(k.pods, "lost-1")
@@ -563,6 +630,7 @@ func TestKilledWithoutGrace(t *testing.T) {
 		time.Sleep(3 * time.Second)
 	})
 	s.done()
+	after, stale := d.HitRatio(), d.Stale
 	testutil.Benchmark("BenchmarkHandoff/keepwarm/killed-without-grace", "%.3f hit-ratio-before %.3f hit-ratio-after %.3f of-before", before, after, after/before)
 	if stale != 0 {
 		t.Errorf("%d stale reads after losing a Pod: nothing was copied, so none can be", stale)

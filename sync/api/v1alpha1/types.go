@@ -761,8 +761,11 @@ type Slot struct {
 	// address: it is in the served list), Filling (spec.rollout.keepWarm:
 	// the Pod took the slot of From, a terminating Pod, and is being given
 	// its items; clients are still served From until it holds them),
-	// NotReady (the Pod keeps its slot while it is not ready, so that it
-	// comes back to the same place; not served), Leaving (the Pod is
+	// Adding (spec.rollout.keepWarm: a slot a scale-up added, whose keys
+	// are being copied to its Pod; clients are given the slots before the
+	// first Adding one, so that no key moves before its new Pod holds
+	// it), NotReady (the Pod keeps its slot while it is not ready, so that
+	// it comes back to the same place; not served), Leaving (the Pod is
 	// terminating and no Ready Pod has taken its slot yet; it is served
 	// until its memcached stops) or Empty.
 	State SlotState `json:"state"`
@@ -777,13 +780,14 @@ type Slot struct {
 }
 
 // SlotState is what a slot's Pod is doing.
-// +kubebuilder:validation:Enum=Serving;Filling;NotReady;Leaving;Empty
+// +kubebuilder:validation:Enum=Serving;Filling;Adding;NotReady;Leaving;Empty
 type SlotState string
 
 // The slot states.
 const (
 	SlotServing  SlotState = "Serving"
 	SlotFilling  SlotState = "Filling"
+	SlotAdding   SlotState = "Adding"
 	SlotNotReady SlotState = "NotReady"
 	SlotLeaving  SlotState = "Leaving"
 	SlotEmpty    SlotState = "Empty"
@@ -807,9 +811,24 @@ func (s Slot) ServedIP() string {
 }
 
 // Holds tells whether the slot's Pod holds the slot's keys from now on, as
-// a hand-off's destination: it is Serving, or Filling (being given them).
+// a hand-off's destination: it is Serving, or Filling or Adding (being
+// given them).
 func (s Slot) Holds() bool {
-	return (s.State == SlotServing || s.State == SlotFilling) && s.IP != ""
+	return (s.State == SlotServing || s.State == SlotFilling || s.State == SlotAdding) && s.IP != "" && s.Pod != ""
+}
+
+// Listed are the slots clients are given, in order: those before the first
+// Adding slot. A scale-up's added slots are listed once their Pods hold
+// their keys: listing them moves keys (a proxy's jump hash, a client's
+// modulo, over the list), and a slot past the list keeps its keys where
+// they were.
+func Listed(table []Slot) []Slot {
+	for i, s := range table {
+		if s.State == SlotAdding {
+			return table[:i]
+		}
+	}
+	return table
 }
 
 // Handoff is a Pod handing its items on.
@@ -884,16 +903,22 @@ const (
 // agent reports must not make the API server refuse the whole status.
 type HandoffState string
 
-// The states the agent reports a copy in.
+// The states the agent reports a copy in. Copied is a Grown copy's
+// between its two passes: the items are on the added slots' Pods, and
+// still on the source, which clients read until the added slots are
+// listed; once they are, and clients moved, the agent removes them from
+// the source and reports Done.
 const (
 	HandoffCopying HandoffState = "Copying"
+	HandoffCopied  HandoffState = "Copied"
 	HandoffDone    HandoffState = "Done"
 	HandoffFailed  HandoffState = "Failed"
 )
 
 // HandoffProgress is how far a copy got.
 type HandoffProgress struct {
-	// State is Copying, Done or Failed.
+	// State is Copying, Copied (Grown: copied, not yet removed from the
+	// source), Done or Failed.
 	State HandoffState `json:"state"`
 	// Items and Bytes handed on so far; Skipped, items the receiving Pod
 	// already held (its value is newer, so the copy left it).

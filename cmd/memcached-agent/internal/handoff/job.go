@@ -39,6 +39,9 @@ func (r *Runner) copy(ctx context.Context, log *slog.Logger, h v1alpha1.Handoff,
 	}
 	err := j.bulkCopy(rt)
 	if err == nil {
+		err = j.removeAfterListed(rt)
+	}
+	if err == nil {
 		err = j.finish()
 	}
 	j.conclude(err)
@@ -73,6 +76,9 @@ type copyJob struct {
 	done   v1alpha1.HandoffProgress
 	fw     *forwarder
 	fwDone <-chan struct{}
+	// fwStopped: the forwarder was stopped before the copy ended
+	// (removeAfterListed), with nothing left to catch up.
+	fwStopped bool
 }
 
 // control runs f on the control connection, dialled again after a
@@ -159,12 +165,17 @@ func (j *copyJob) bulkCopy(rt route) error {
 	defer stopCopy(nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.holdLock(copyCtx, stopCopy, j.source, j.log) })
+	// A copy that removes what it handed on only once clients moved
+	// (settleBeforeRemove) removes nothing now.
+	later := j.rs.settle == settleBeforeRemove
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
-		remove: j.rs.remove && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
+		remove: j.rs.remove && !later && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
 	// A leaving source's writes are forwarded from before the dump until
-	// it stops (forward.go): watching starts here, so that every write it
-	// takes after the copy reads a key is logged.
-	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.rs.leaving)
+	// it stops (forward.go), and those of a source whose clients go on
+	// reading it until the copy ended (settleBeforeRemove), until they
+	// moved: watching starts here, so that every write it takes after the
+	// copy reads a key is logged.
+	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.rs.leaving || later)
 	err := j.emptyFilled(copyCtx)
 	if err == nil {
 		err = j.settleRefill(copyCtx)
@@ -243,7 +254,7 @@ func (j *copyJob) settleRefill(ctx context.Context) error {
 // maxCatchUp) for the forwarder to hand on the writes the source logged
 // before now.
 func (j *copyJob) finish() error {
-	if j.fw != nil {
+	if j.fw != nil && !j.fwStopped {
 		j.fw.copyEnded()
 		var caught bool
 		cerr := j.control(func(c *conn) (err error) {
@@ -261,6 +272,62 @@ func (j *copyJob) finish() error {
 		return fmt.Errorf("marking the copy finished: %w", err)
 	}
 	return nil
+}
+
+// removeAfterListed is the second pass of a copy whose source stays and
+// whose clients go on reading it until the copy ended (settleBeforeRemove:
+// Grown). The first pass copied without removing; it reports Copied, and
+// the hook lists the added slots once every Grown copy of the cell has;
+// then clients get ClientMove to follow, the forwarder (which handed the
+// source's writes on meanwhile) catches up and stops, since the removals
+// would be forwarded as deletions, and the copy runs again, removing from
+// the source every item its destination holds (copier.remove: the items
+// the first pass handed on answer NS there, and go; one written on the
+// source since it was read stays). It holds the source's lock throughout.
+func (j *copyJob) removeAfterListed(rt route) error {
+	if j.rs.settle != settleBeforeRemove {
+		return nil
+	}
+	r := j.r
+	r.report(j.ctx, j.h, progress(v1alpha1.HandoffCopied, j.cnt, j.took, ""))
+	ctx, stop := context.WithCancelCause(j.ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop(nil)
+	wg.Go(func() { r.holdLock(ctx, stop, j.source, j.log) })
+	if err := r.waitListed(ctx, j.h); err != nil {
+		return err
+	}
+	if err := r.waitClients(ctx, j.log, "the added slots are listed: waiting for clients to move to them"); err != nil {
+		return err
+	}
+	if j.fw != nil {
+		j.fw.copyEnded()
+		cerr := j.control(func(c *conn) error {
+			_, err := j.fw.catchUp(c, maxCatchUp)
+			return err
+		})
+		if cerr != nil {
+			j.log.Debug("removing before the forwarder caught up", "error", cerr)
+		}
+		j.fw.stop()
+		<-j.fwDone
+		j.fwStopped = true
+	}
+	start, cnt := r.opts.Now(), &counts{}
+	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt,
+		remove: !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
+	err := cp.run(ctx, r.opts.Retries)
+	// What the second pass handed on was written on the source since the
+	// first read it, and not forwarded: it counts as handed on.
+	j.cnt.items.Add(cnt.items.Load())
+	j.cnt.bytes.Add(cnt.bytes.Load())
+	j.cnt.removed.Add(cnt.removed.Load())
+	j.cnt.changed.Add(cnt.changed.Load())
+	r.handed(j.cnt)
+	j.took += r.opts.Now().Sub(start)
+	j.done = progress(v1alpha1.HandoffDone, j.cnt, j.took, summary(j.cnt))
+	return err
 }
 
 // markDoneAfterSwitch sets the done marker of a source whose clients

@@ -102,3 +102,96 @@ func copyEnded(rec *recorder, pod string) bool {
 	s := rec.last[pod].State
 	return s == v1alpha1.HandoffDone || s == v1alpha1.HandoffFailed
 }
+
+// TestGrownMakeBeforeBreak is a scale-up's Grown hand-off in the order the
+// hook now gives it: the added slot is Adding (clients are given the old
+// slots only, and read the moving keys on the source) while the copy runs,
+// which removes nothing; the client goes on writing the moving keys to the
+// source, whose writes are forwarded; the copy reports Copied, and the
+// source keeps every item while the slot is Adding; once the slot is
+// listed, the client moves, and a second pass removes from the source what
+// its new Pod holds, then Done. Every moving key then reads, from the new
+// Pod, the last value a write of it was acknowledged with, and none is
+// left on the source.
+func TestGrownMakeBeforeBreak(t *testing.T) {
+	const keys = 400
+	const clientMove = 300 * time.Millisecond
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	from, to := newClient(t, src.addr), newClient(t, dst.addr)
+	// Keys that a 1 → 2 scale-up moves to slot 1.
+	var moving []string
+	for i := 0; len(moving) < keys; i++ {
+		if k := "key-" + strconv.Itoa(i); place(k, 2) == 1 {
+			moving = append(moving, k)
+		}
+	}
+	last := make([]int64, keys)
+	var seq int64
+	round := func(cl *client) {
+		for i, k := range moving {
+			seq++
+			cl.set(k, []byte(strconv.FormatInt(seq, 10)), 0, 0)
+			last[i] = seq
+		}
+	}
+	round(from)
+
+	rec := newRecorder()
+	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: clientMove})
+	h := v1alpha1.Handoff{Pod: "cache-0", IP: src.ip, Reason: v1alpha1.HandoffGrown, Slot: slot(1), To: "cache-1", ToIP: dst.ip}
+	adding := v1alpha1.Slot{Slot: 1, Pod: "cache-1", IP: dst.ip, State: v1alpha1.SlotAdding}
+	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-0", src.ip), adding})
+	key := contract.ReportKey(h)
+	copied := func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.last[key].State == v1alpha1.HandoffCopied
+	}
+	for !copied() {
+		if copyEnded(rec, key) {
+			t.Fatalf("the copy ended %+v before the added slot was listed", rec.last[key])
+		}
+		round(from)
+	}
+	for range 5 {
+		round(from)
+	}
+	time.Sleep(4 * clientMove)
+	if copyEnded(rec, key) {
+		t.Fatalf("the copy ended %+v while the added slot was Adding", rec.last[key])
+	}
+	for _, k := range moving {
+		if _, ok := from.get(k); !ok {
+			t.Fatalf("%s left the source while clients still read it there (the added slot is Adding)", k)
+		}
+	}
+
+	listed := time.Now()
+	r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-0", src.ip), serving(1, "cache-1", dst.ip)})
+	// The client has moved at once (one key written on the new Pod); the
+	// others get ClientMove. Every other key's last write was on the
+	// source, and reached the new Pod forwarded.
+	seq++
+	to.set(moving[0], []byte(strconv.FormatInt(seq, 10)), 0, 0)
+	last[0] = seq
+	p := rec.final(t, key, 30*time.Second)
+	if p.State != v1alpha1.HandoffDone {
+		t.Fatalf("final report %+v, want Done", p)
+	}
+	if d := time.Since(listed); d < clientMove {
+		t.Errorf("the copy ended %s after the slot was listed, within ClientMove (%s)", d, clientMove)
+	}
+	stale, left := 0, 0
+	for i, k := range moving {
+		if g, ok := to.get(k); !ok || string(g.value) != strconv.FormatInt(last[i], 10) {
+			stale++
+		}
+		if _, ok := from.get(k); ok {
+			left++
+		}
+	}
+	if stale > 0 || left > 0 {
+		t.Errorf("%d of %d moving keys on the new Pod are not their last acknowledged write, %d left on the source; want 0, 0", stale, keys, left)
+	}
+}

@@ -30,8 +30,11 @@ var reasons = map[v1alpha1.HandoffReason]reason{
 	v1alpha1.HandoffRemoved: {asks: named, route: (*Runner).place, leaving: true, settle: settleBeforeLock},
 	// The Pod moved from a removed slot into a freed one, and stays.
 	v1alpha1.HandoffMoved: {asks: named, route: (*Runner).place, settle: settleBeforeLock},
-	// Slots were added; the Pod stays, and what it hands to them leaves it.
-	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeLock},
+	// Slots were added; the Pod stays, and what it hands to them leaves it
+	// once clients read them there: the added slots are Adding (not
+	// listed) while the copy runs, the source's writes are forwarded, and
+	// the items leave it in a second pass once the slots are listed.
+	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeRemove},
 	// A Pod took the slot in another zone with no Pod to hand it over; the
 	// source holds the same slot in its own zone, and stays.
 	v1alpha1.HandoffRefill: {asks: refilled, route: (*Runner).refill, flush: true, settle: settleAfterFlush},
@@ -98,6 +101,13 @@ const (
 	// marker (copyJob.markDoneAfterSwitch), so that the source serves
 	// until its clients left it.
 	settleBeforeDone
+	// settleBeforeRemove: the copy starts at once, without removing
+	// anything from the source, while clients are given the slots before
+	// the added ones (the hook's Adding slots: make before break), and the
+	// source's writes are forwarded; once the added slots are listed, the
+	// wait, then a second pass removes what was handed on from the source
+	// (copyJob.removeAfterListed).
+	settleBeforeRemove
 )
 
 func (s settle) String() string {
@@ -110,6 +120,8 @@ func (s settle) String() string {
 		return "after the flush"
 	case settleBeforeDone:
 		return "before the done marker, once the slot serves its new Pod"
+	case settleBeforeRemove:
+		return "before removing from the source, once the added slots are listed"
 	}
 	return "settle(" + strconv.Itoa(int(s)) + ")"
 }
@@ -166,9 +178,26 @@ func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
 func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff) error {
 	slot, _ := h.TakenSlot()
 	to, _, _ := h.Successor()
+	return r.waitTable(ctx, h.Zone, func(t []v1alpha1.Slot) bool {
+		return int(slot) < len(t) && t[slot].Pod == to && t[slot].State == v1alpha1.SlotServing
+	})
+}
+
+// waitListed waits until a Grown entry's added slots are listed (the
+// first one added is no longer Adding), or ctx ends (its cause).
+func (r *Runner) waitListed(ctx context.Context, h v1alpha1.Handoff) error {
+	first, _ := h.FirstAdded()
+	return r.waitTable(ctx, h.Zone, func(t []v1alpha1.Slot) bool {
+		return int(first) >= len(t) || t[first].State != v1alpha1.SlotAdding
+	})
+}
+
+// waitTable waits until zone's table, as statuses come, is as ok says,
+// or ctx ends (its cause).
+func (r *Runner) waitTable(ctx context.Context, zone string, ok func([]v1alpha1.Slot) bool) error {
 	for {
 		changed := r.changed.Load()
-		if t := r.table(h.Zone); int(slot) < len(t) && t[slot].Pod == to && t[slot].State == v1alpha1.SlotServing {
+		if ok(r.table(zone)) {
 			return nil
 		}
 		select {

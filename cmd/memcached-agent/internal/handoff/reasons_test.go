@@ -58,7 +58,7 @@ func TestReasons(t *testing.T) {
 			name: "Grown: once planned, the added slots' items, deleted from a source that stays", reason: v1alpha1.HandoffGrown,
 			entry:    v1alpha1.Handoff{Pod: "cache-a", IP: "10.0.0.1", Reason: v1alpha1.HandoffGrown, Slot: slot(2), To: "cache-c", ToIP: "10.0.0.3"},
 			notYet:   v1alpha1.Handoff{Pod: "cache-a", IP: "10.0.0.1", Reason: v1alpha1.HandoffGrown, Slot: slot(2)},
-			wantAsks: true, wantCopies: true, wantRemove: true, wantSettle: settleBeforeLock,
+			wantAsks: true, wantCopies: true, wantRemove: true, wantSettle: settleBeforeRemove,
 		},
 		{
 			// "To ... is filled with its items of the slot"; Flush: "the
@@ -188,10 +188,11 @@ func TestREADMEReasons(t *testing.T) {
 		}
 	}
 	waits := map[settle]string{
-		settleNever:      "no",
-		settleBeforeLock: "as its entry appears, before the lock",
-		settleAfterFlush: "once it holds the lock, after the flush",
-		settleBeforeDone: "once the slot serves the new Pod, before the done marker",
+		settleNever:        "no",
+		settleBeforeLock:   "as its entry appears, before the lock",
+		settleAfterFlush:   "once it holds the lock, after the flush",
+		settleBeforeDone:   "once the slot serves the new Pod, before the done marker",
+		settleBeforeRemove: "once the added slots are listed, before removing from the source",
 	}
 	for reason, rs := range reasons {
 		row, ok := rows[reason]
