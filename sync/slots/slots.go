@@ -120,10 +120,13 @@ type Successor struct {
 //     only once it has settled, Settle after the second it is stamped
 //     with. Until then the Ready Pod waits unlisted, and the terminating
 //     Pod's slot stays Leaving.
-//   - A slot at or above size stays while a Pod that is not terminating
-//     holds it and no slot below size is free for it (the Deployment has
-//     not yet removed the Pods a scale-down removes); the table ends after
-//     the last such slot, and is never shorter than size.
+//   - A slot at or above size stays while a Pod holds it that has not
+//     left and no slot below size is free for it (the Deployment has not
+//     yet removed the Pods a scale-down removes); the table ends after the
+//     last such slot, and is never shorter than size. A Pod has left once
+//     its deletion is taken in: until that event settles, a terminating
+//     Pod keeps its slot above size, Leaving, and may still move down
+//     into a slot freed before it.
 //
 // A Ready Pod without a slot (one more than size during a rolling update's
 // surge, before the Pod it replaces starts terminating) waits unlisted:
@@ -411,7 +414,7 @@ func (r *replay) readEvents(pods []Pod) {
 // it would leave a Ready Pod unlisted for as long as the clocks differ, so
 // it is taken in at once.
 func (r *replay) addEvent(e event) {
-	if wait := e.at.Truncate(time.Second).Add(Settle).Sub(r.now); wait > 0 && wait <= 2*Settle {
+	if wait := r.wait(e.at); wait > 0 {
 		if r.pending == 0 || wait < r.pending {
 			r.pending = wait
 		}
@@ -421,6 +424,21 @@ func (r *replay) addEvent(e event) {
 	if at := e.at.Truncate(time.Second); at.After(r.lastEvent) {
 		r.lastEvent = at
 	}
+}
+
+// wait is how long until an event stamped at is taken in: 0 once it has
+// settled, or at once if its clock runs ahead (see addEvent).
+func (r *replay) wait(at time.Time) time.Duration {
+	if wait := at.Truncate(time.Second).Add(Settle).Sub(r.now); wait > 0 && wait <= 2*Settle {
+		return wait
+	}
+	return 0
+}
+
+// left tells whether a Pod's deletion has been taken in, by prev or by
+// this replay: its slot at or above size went with it.
+func (r *replay) left(p Pod) bool {
+	return p.Leaving && (r.takenIn(p.LeavingSince) || r.wait(p.LeavingSince) == 0)
 }
 
 // fillFree gives the slots free at until: first to the movers, the Pods
@@ -475,11 +493,18 @@ func (r *replay) replayEvents() {
 }
 
 // table is the slot table the replay ends with: it runs to size, and past
-// it to the last slot a Pod that is not terminating still holds.
+// it to the last slot held by a Pod that has not left (see left).
+//
+// A terminating Pod above size whose deletion has not settled stays in
+// it, Leaving: the replay has not taken its deletion in, so it may still
+// move down into a slot freed before it, as a sync from an older table
+// would move it. A table that dropped it would leave a sync started from
+// it without that mover, and the two would give the freed slot to two
+// different Pods.
 func (r *replay) table() []v1alpha1.Slot {
 	end := r.n
 	for s, h := range r.owner {
-		if h.held && s >= r.n && !r.named(h.pod).Leaving {
+		if h.held && s >= r.n && !r.left(r.named(h.pod)) {
 			end = max(end, s+1)
 		}
 	}
