@@ -113,7 +113,8 @@ type Successor struct {
 //     a Pod moving down from a slot at or above size (a scale-down: the
 //     highest first); a Pod that turns Ready takes the slot that has been
 //     free longest. Slots free with no Pod (never taken, or their Pod
-//     gone, or new in a scale-up) come first, in ascending order, then
+//     gone, or new in a scale-up) come first, in ascending order (those
+//     whose Pod prev still lists, gone since, after the others), then
 //     those freed by a deletion, in the order of the deletions; Pods
 //     moving down take them first.
 //   - An event (a Pod turning Ready, a Pod's deletion asked) is acted on
@@ -166,6 +167,13 @@ type Successor struct {
 //     that saw its slot taken lands: from an older status its slot counts
 //     as free with no Pod, which changes the pairing only when other
 //     slots were free then too (a terminating Pod stays 10 s at least);
+//   - a Pod lost (gone with no deletion asked, as a lost node's Pods
+//     are) while other slots are Empty: when it went is not recorded, so
+//     its slot is free after the Empty ones from a table that lists it,
+//     and among them, ascending, from a table written since, and a Pod
+//     that turns Ready then may be given either (after the Empty ones, a
+//     Pod that turned Ready while the lost one still held its slot keeps
+//     the one it took, the likelier case);
 //   - a Pod that turns NotReady, or is deleted again with a shorter grace
 //     period, within a write or two of a decision that involved it before
 //     it held a slot: its timestamp moved;

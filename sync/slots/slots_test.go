@@ -543,12 +543,16 @@ func TestAssignStale(t *testing.T) {
 		return slots.Pod{Name: name, IP: ip, Ready: true, ReadySince: at(0)}
 	}
 	deleted := func(p slots.Pod, sec int) slots.Pod { p.Leaving, p.LeavingSince = true, at(sec); return p }
+	readyAt := func(p slots.Pod, sec int) slots.Pod { p.ReadySince = at(sec); return p }
 	type sync struct {
 		// after is the sync's time since second 0, pods what it sees,
 		// and want the table it writes.
 		after time.Duration
 		pods  []slots.Pod
 		want  string
+		// cannot, when set, is the table a sync from the table one
+		// write older writes instead: what Assign cannot promise.
+		cannot string
 	}
 	tests := []struct {
 		name  string
@@ -579,6 +583,44 @@ func TestAssignStale(t *testing.T) {
 			pods:  []slots.Pod{deleted(pod("a", "10.0.0.1"), 10), pod("c", "10.0.0.3"), deleted(pod("d", "10.0.0.4"), 11)},
 			want:  "c@10.0.0.3:Serving",
 		}},
+	}, {
+		// A Pod lost (gone with no deletion: its node lost) is gone
+		// when prev lists it, at no recorded time. Its slot is free
+		// after the Empty ones: x turned Ready while g still held
+		// slot 0 and took slot 1, and a sync from the table before,
+		// that sees g gone, must not give x slot 0.
+		name:  "a Pod lost after a Pod turned Ready: its slot is free after the Empty ones",
+		size:  2,
+		start: "g@10.0.0.7:Serving -",
+		syncs: []sync{{
+			after: 12500 * time.Millisecond, // x's Ready settled
+			pods:  []slots.Pod{pod("g", "10.0.0.7"), readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "g@10.0.0.7:Serving x@10.0.0.8:Serving",
+		}, {
+			after: 12700 * time.Millisecond, // g lost
+			pods:  []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "- x@10.0.0.8:Serving",
+		}},
+	}, {
+		// The same loss seen before x's Ready settles: the table that
+		// sync writes lists slot 0 Empty (g is not recorded), and a
+		// sync from it gives x slot 0, the lowest Empty one; a sync
+		// from the table before still sees slot 0 freed by g, after
+		// slot 1. Assign cannot promise this one (a Pod lost while
+		// other slots are free).
+		name:  "a Pod lost before a Pod turned Ready, other slots free: cannot promise",
+		size:  2,
+		start: "g@10.0.0.7:Serving -",
+		syncs: []sync{{
+			after: 10500 * time.Millisecond, // g lost, x's Ready not settled
+			pods:  []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "- -",
+		}, {
+			after:  12500 * time.Millisecond, // x's Ready settled
+			pods:   []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:   "x@10.0.0.8:Serving -",
+			cannot: "- x@10.0.0.8:Serving",
+		}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -590,9 +632,13 @@ func TestAssignStale(t *testing.T) {
 					t.Errorf("sync %d at %s: %q, want %q", i+1, s.after, got, s.want)
 				}
 				for back := 2; back <= 3 && back <= len(written); back++ {
+					want := show(fresh.Slots)
+					if s.cannot != "" && back == 2 {
+						want = s.cannot
+					}
 					stale := slots.Assign(written[len(written)-back], tt.size, s.pods, now)
-					if got := show(stale.Slots); got != show(fresh.Slots) {
-						t.Errorf("sync %d at %s from the table %d writes old: %q, from the last one: %q", i+1, s.after, back-1, got, show(fresh.Slots))
+					if got := show(stale.Slots); got != want {
+						t.Errorf("sync %d at %s from the table %d writes old: %q, want %q", i+1, s.after, back-1, got, want)
 					}
 				}
 				written = append(written, v1alpha1.SlotTable{Slots: fresh.Slots, Waiting: fresh.Waiting, EventsUntil: fresh.EventsUntil})
