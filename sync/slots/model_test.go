@@ -442,11 +442,14 @@ func (w *world) randomServing() *modelPod {
 }
 
 // settledServing tells whether a Pod is Ready and was published at least
-// three writes ago.
+// three writes ago, or by the copy the last sync started from: the cache
+// never goes back, so every later copy has it too. (Once the tables
+// converge, no more writes come, and a script step found no Pod to lose
+// or cut off.)
 func (w *world) settledServing(p *modelPod) bool {
 	s := p.now()
 	rev, published := w.publishedRev[p.name]
-	return s.ready && !s.leaving && !s.gone && published && rev <= w.live().rev-3
+	return s.ready && !s.leaving && !s.gone && published && (rev <= w.live().rev-3 || rev <= w.copyRev)
 }
 
 // run steps the model for d: the script, the kubelets, the Deployment,
