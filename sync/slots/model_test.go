@@ -250,11 +250,35 @@ func partition(w *world) {
 }
 
 // lose makes a random Serving Pod vanish at once, as a lost node's do
-// once the node controller gives up on them.
+// once the node controller gives up on them; only one whose zone's table
+// has no Empty slot in any copy a sync may start from. A Pod lost while
+// other slots are free is what Assign cannot promise: when it went is not
+// recorded, so its slot is free after the Empty ones from a table that
+// lists it, and among them, ascending, from one written since, and a Pod
+// that turns Ready meanwhile may take either (TestAssignStale).
 func lose(w *world) {
-	if p := w.randomServing(); p != nil {
-		w.set(p, func(s *podState) { s.gone = true })
+	var full []*modelPod
+	for _, p := range w.pods {
+		if w.settledServing(p) && !w.anyEmpty(p.zone) {
+			full = append(full, p)
+		}
 	}
+	if len(full) > 0 {
+		w.set(full[w.rng.IntN(len(full))], func(s *podState) { s.gone = true })
+	}
+}
+
+// anyEmpty tells whether a zone's table has an Empty slot below size in
+// a copy the next sync may start from.
+func (w *world) anyEmpty(zone string) bool {
+	live := w.live()
+	for _, o := range w.objects[max(w.copyRev, live.rev-2, w.specRev)-1:] {
+		tb := o.status.tables[zone].Slots
+		if len(tb) < int(o.size) || slices.ContainsFunc(tb[:o.size], func(e v1alpha1.Slot) bool { return e.State == v1alpha1.SlotEmpty }) {
+			return true
+		}
+	}
+	return false
 }
 
 // flap makes a random Serving Pod NotReady for a few seconds.
@@ -418,11 +442,14 @@ func (w *world) randomServing() *modelPod {
 }
 
 // settledServing tells whether a Pod is Ready and was published at least
-// three writes ago.
+// three writes ago, or by the copy the last sync started from: the cache
+// never goes back, so every later copy has it too. (Once the tables
+// converge, no more writes come, and a script step found no Pod to lose
+// or cut off.)
 func (w *world) settledServing(p *modelPod) bool {
 	s := p.now()
 	rev, published := w.publishedRev[p.name]
-	return s.ready && !s.leaving && !s.gone && published && rev <= w.live().rev-3
+	return s.ready && !s.leaving && !s.gone && published && (rev <= w.live().rev-3 || rev <= w.copyRev)
 }
 
 // run steps the model for d: the script, the kubelets, the Deployment,

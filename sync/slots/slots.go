@@ -113,17 +113,21 @@ type Successor struct {
 //     a Pod moving down from a slot at or above size (a scale-down: the
 //     highest first); a Pod that turns Ready takes the slot that has been
 //     free longest. Slots free with no Pod (never taken, or their Pod
-//     gone, or new in a scale-up) come first, in ascending order, then
+//     gone, or new in a scale-up) come first, in ascending order (those
+//     whose Pod prev still lists, gone since, after the others), then
 //     those freed by a deletion, in the order of the deletions; Pods
 //     moving down take them first.
 //   - An event (a Pod turning Ready, a Pod's deletion asked) is acted on
 //     only once it has settled, Settle after the second it is stamped
 //     with. Until then the Ready Pod waits unlisted, and the terminating
 //     Pod's slot stays Leaving.
-//   - A slot at or above size stays while a Pod that is not terminating
-//     holds it and no slot below size is free for it (the Deployment has
-//     not yet removed the Pods a scale-down removes); the table ends after
-//     the last such slot, and is never shorter than size.
+//   - A slot at or above size stays while a Pod holds it that has not
+//     left and no slot below size is free for it (the Deployment has not
+//     yet removed the Pods a scale-down removes); the table ends after the
+//     last such slot, and is never shorter than size. A Pod has left once
+//     its deletion is taken in: until that event settles, a terminating
+//     Pod keeps its slot above size, Leaving, and may still move down
+//     into a slot freed before it.
 //
 // A Ready Pod without a slot (one more than size during a rolling update's
 // surge, before the Pod it replaces starts terminating) waits unlisted:
@@ -163,6 +167,13 @@ type Successor struct {
 //     that saw its slot taken lands: from an older status its slot counts
 //     as free with no Pod, which changes the pairing only when other
 //     slots were free then too (a terminating Pod stays 10 s at least);
+//   - a Pod lost (gone with no deletion asked, as a lost node's Pods
+//     are) while other slots are Empty: when it went is not recorded, so
+//     its slot is free after the Empty ones from a table that lists it,
+//     and among them, ascending, from a table written since, and a Pod
+//     that turns Ready then may be given either (after the Empty ones, a
+//     Pod that turned Ready while the lost one still held its slot keeps
+//     the one it took, the likelier case);
 //   - a Pod that turns NotReady, or is deleted again with a shorter grace
 //     period, within a write or two of a decision that involved it before
 //     it held a slot: its timestamp moved;
@@ -411,7 +422,7 @@ func (r *replay) readEvents(pods []Pod) {
 // it would leave a Ready Pod unlisted for as long as the clocks differ, so
 // it is taken in at once.
 func (r *replay) addEvent(e event) {
-	if wait := e.at.Truncate(time.Second).Add(Settle).Sub(r.now); wait > 0 && wait <= 2*Settle {
+	if wait := r.wait(e.at); wait > 0 {
 		if r.pending == 0 || wait < r.pending {
 			r.pending = wait
 		}
@@ -421,6 +432,21 @@ func (r *replay) addEvent(e event) {
 	if at := e.at.Truncate(time.Second); at.After(r.lastEvent) {
 		r.lastEvent = at
 	}
+}
+
+// wait is how long until an event stamped at is taken in: 0 once it has
+// settled, or at once if its clock runs ahead (see addEvent).
+func (r *replay) wait(at time.Time) time.Duration {
+	if wait := at.Truncate(time.Second).Add(Settle).Sub(r.now); wait > 0 && wait <= 2*Settle {
+		return wait
+	}
+	return 0
+}
+
+// left tells whether a Pod's deletion has been taken in, by prev or by
+// this replay: its slot at or above size went with it.
+func (r *replay) left(p Pod) bool {
+	return p.Leaving && (r.takenIn(p.LeavingSince) || r.wait(p.LeavingSince) == 0)
 }
 
 // fillFree gives the slots free at until: first to the movers, the Pods
@@ -475,11 +501,18 @@ func (r *replay) replayEvents() {
 }
 
 // table is the slot table the replay ends with: it runs to size, and past
-// it to the last slot a Pod that is not terminating still holds.
+// it to the last slot held by a Pod that has not left (see left).
+//
+// A terminating Pod above size whose deletion has not settled stays in
+// it, Leaving: the replay has not taken its deletion in, so it may still
+// move down into a slot freed before it, as a sync from an older table
+// would move it. A table that dropped it would leave a sync started from
+// it without that mover, and the two would give the freed slot to two
+// different Pods.
 func (r *replay) table() []v1alpha1.Slot {
 	end := r.n
 	for s, h := range r.owner {
-		if h.held && s >= r.n && !r.named(h.pod).Leaving {
+		if h.held && s >= r.n && !r.left(r.named(h.pod)) {
 			end = max(end, s+1)
 		}
 	}

@@ -540,3 +540,119 @@ func TestAssignClockAhead(t *testing.T) {
 		t.Errorf("Assign = %q, pending %s; want %q, 3s pending", got, a.Pending, want)
 	}
 }
+
+// TestAssignStale runs syncs one after another, each from the table the
+// last one wrote, and checks each against a sync given the table one or
+// two writes older, as Metacontroller's stale copy of the status can be
+// (see Assign's Stale statuses): both write the same table, so that a Pod
+// published Serving in a slot keeps it whichever earlier status a sync is
+// given.
+func TestAssignStale(t *testing.T) {
+	at := func(sec int) time.Time { return testNow.Add(time.Duration(sec) * time.Second) }
+	pod := func(name, ip string) slots.Pod {
+		return slots.Pod{Name: name, IP: ip, Ready: true, ReadySince: at(0)}
+	}
+	deleted := func(p slots.Pod, sec int) slots.Pod { p.Leaving, p.LeavingSince = true, at(sec); return p }
+	readyAt := func(p slots.Pod, sec int) slots.Pod { p.ReadySince = at(sec); return p }
+	type sync struct {
+		// after is the sync's time since second 0, pods what it sees,
+		// and want the table it writes.
+		after time.Duration
+		pods  []slots.Pod
+		want  string
+		// cannot, when set, is the table a sync from the table one
+		// write older writes instead: what Assign cannot promise.
+		cannot string
+	}
+	tests := []struct {
+		name  string
+		size  int32
+		start string // the table at second 0, every event before it taken in
+		syncs []sync
+	}{{
+		// A scale-down to 1: a's deletion frees slot 0 first, while d,
+		// above size, is not yet deleted: d moves into it, the highest
+		// mover first, and c into it when d's deletion settles. A
+		// sync that saw d's deletion before it settled must keep d in
+		// its table, or a sync from that table moves c in at once, and
+		// one from the table before moves d in: c served in slot 0,
+		// then in slot 1.
+		name:  "scale-down: a Pod above size whose deletion has not settled still moves down first",
+		size:  1,
+		start: "a@10.0.0.1:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving",
+		syncs: []sync{{
+			after: 11500 * time.Millisecond, // neither deletion settled
+			pods:  []slots.Pod{deleted(pod("a", "10.0.0.1"), 10), pod("c", "10.0.0.3"), deleted(pod("d", "10.0.0.4"), 11)},
+			want:  "a@10.0.0.1:Leaving c@10.0.0.3:Serving d@10.0.0.4:Leaving",
+		}, {
+			after: 12500 * time.Millisecond, // a's settled
+			pods:  []slots.Pod{deleted(pod("a", "10.0.0.1"), 10), pod("c", "10.0.0.3"), deleted(pod("d", "10.0.0.4"), 11)},
+			want:  "d@10.0.0.4:Leaving c@10.0.0.3:Serving",
+		}, {
+			after: 13500 * time.Millisecond, // d's settled
+			pods:  []slots.Pod{deleted(pod("a", "10.0.0.1"), 10), pod("c", "10.0.0.3"), deleted(pod("d", "10.0.0.4"), 11)},
+			want:  "c@10.0.0.3:Serving",
+		}},
+	}, {
+		// A Pod lost (gone with no deletion: its node lost) is gone
+		// when prev lists it, at no recorded time. Its slot is free
+		// after the Empty ones: x turned Ready while g still held
+		// slot 0 and took slot 1, and a sync from the table before,
+		// that sees g gone, must not give x slot 0.
+		name:  "a Pod lost after a Pod turned Ready: its slot is free after the Empty ones",
+		size:  2,
+		start: "g@10.0.0.7:Serving -",
+		syncs: []sync{{
+			after: 12500 * time.Millisecond, // x's Ready settled
+			pods:  []slots.Pod{pod("g", "10.0.0.7"), readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "g@10.0.0.7:Serving x@10.0.0.8:Serving",
+		}, {
+			after: 12700 * time.Millisecond, // g lost
+			pods:  []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "- x@10.0.0.8:Serving",
+		}},
+	}, {
+		// The same loss seen before x's Ready settles: the table that
+		// sync writes lists slot 0 Empty (g is not recorded), and a
+		// sync from it gives x slot 0, the lowest Empty one; a sync
+		// from the table before still sees slot 0 freed by g, after
+		// slot 1. Assign cannot promise this one (a Pod lost while
+		// other slots are free).
+		name:  "a Pod lost before a Pod turned Ready, other slots free: cannot promise",
+		size:  2,
+		start: "g@10.0.0.7:Serving -",
+		syncs: []sync{{
+			after: 10500 * time.Millisecond, // g lost, x's Ready not settled
+			pods:  []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:  "- -",
+		}, {
+			after:  12500 * time.Millisecond, // x's Ready settled
+			pods:   []slots.Pod{readyAt(pod("x", "10.0.0.8"), 10)},
+			want:   "x@10.0.0.8:Serving -",
+			cannot: "- x@10.0.0.8:Serving",
+		}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			written := []v1alpha1.SlotTable{{Slots: table(t, tt.start), EventsUntil: &metav1.Time{Time: at(0)}}}
+			for i, s := range tt.syncs {
+				now := at(0).Add(s.after)
+				fresh := slots.Assign(written[len(written)-1], tt.size, s.pods, now)
+				if got := show(fresh.Slots); got != s.want {
+					t.Errorf("sync %d at %s: %q, want %q", i+1, s.after, got, s.want)
+				}
+				for back := 2; back <= 3 && back <= len(written); back++ {
+					want := show(fresh.Slots)
+					if s.cannot != "" && back == 2 {
+						want = s.cannot
+					}
+					stale := slots.Assign(written[len(written)-back], tt.size, s.pods, now)
+					if got := show(stale.Slots); got != want {
+						t.Errorf("sync %d at %s from the table %d writes old: %q, want %q", i+1, s.after, back-1, got, want)
+					}
+				}
+				written = append(written, v1alpha1.SlotTable{Slots: fresh.Slots, Waiting: fresh.Waiting, EventsUntil: fresh.EventsUntil})
+			}
+		})
+	}
+}
