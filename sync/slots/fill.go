@@ -51,9 +51,22 @@ type FillInput struct {
 // are not Ready yet wait unlisted, with no bound: listing them would only
 // move their keys to a Pod that does not answer.
 //
+// And so is a scale-down: a slot it removed stays listed, Removing, past
+// the others, served by its Pod (v1alpha1.Slot.ServedIP), while that Pod
+// hands its keys to where they hash in the slots kept (v1alpha1.Kept): a
+// removed Pod until its Removed copy ended (done or failed) or its bound
+// passed, a Pod that moved into a freed slot (Moved) until its copy of
+// its old slot's items has copied them. The freed slot it moved into is
+// Filling from the removed Pod that held it until then, even if that
+// Pod's copy is done, so that the Pod is listed once: the whole
+// scale-down switches in one sync. A run of removed slots stops at the
+// first whose Pod has nothing to hand on (gone, or done): a listed slot
+// must serve.
+//
 // It returns each cell's table, in the order of in.Cells (the Assigned
 // table itself when nothing fills), and how long until the soonest bound
-// of a Filling or Adding slot (0: none), when the caller syncs again.
+// of a Filling, Adding or Removing slot (0: none), when the caller syncs
+// again.
 func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 	tables = make([][]v1alpha1.Slot, len(in.Cells))
 	for i, c := range in.Cells {
@@ -87,10 +100,19 @@ func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 			table[s].State = v1alpha1.SlotAdding
 		}
 	}
+	// moving are the Moved Pods whose copy of their old slot's items has
+	// not copied them, by zone and name: the slot each moved into stays
+	// Filling until then.
+	moving := map[[2]string]bool{}
+	for _, h := range in.Handoffs {
+		if _, ok := h.MovedInto(); ok && copying(h) {
+			moving[[2]string{h.Zone, h.Pod}] = true
+		}
+	}
 	for _, h := range in.Handoffs {
 		slot, ok := h.TakenSlot()
 		to, toIP, _ := h.Successor()
-		if !ok || to == "" || filled(h) {
+		if !ok || to == "" || (filled(h) && !moving[[2]string{h.Zone, to}]) {
 			continue
 		}
 		i := slices.IndexFunc(in.Cells, func(c Cell) bool { return c.Zone == h.Zone })
@@ -113,7 +135,70 @@ func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 		table = own(i)
 		table[s].State, table[s].From, table[s].FromIP = v1alpha1.SlotFilling, src.Name, src.IP
 	}
+	for i, c := range in.Cells {
+		removing := removedSlots(c, tables[i], in.Handoffs, in.Bound, in.Now, wait)
+		for s := len(tables[i]); ; s++ {
+			p, ok := removing[s]
+			if !ok {
+				break
+			}
+			tables[i] = append(own(i), v1alpha1.Slot{Slot: int32(s), Pod: p.Name, IP: p.IP, State: v1alpha1.SlotRemoving})
+		}
+	}
 	return tables, pending
+}
+
+// removedSlots are, by the slot a scale-down removed from the cell's table,
+// the Pods that held it and still hand its keys on: a Removed Pod whose
+// copy has not ended, within bound of its deletion (wait is told how long
+// is left), and a Moved Pod whose copy has not ended, while the slot it
+// moved into is Filling from the Pod that held it (table: the cell's,
+// Filling marked: it stays so while the Moved copy has not copied). The slot is the one the status held the Pod in, past
+// the table.
+func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bound time.Duration, now time.Time, wait func(time.Duration)) map[int]Pod {
+	out := map[int]Pod{}
+	oldSlot := func(pod string) (int, bool) {
+		for _, e := range c.Prev {
+			if e.Pod == pod && int(e.Slot) >= len(table) {
+				return int(e.Slot), true
+			}
+		}
+		return 0, false
+	}
+	for _, h := range handoffs {
+		if h.Zone != c.Zone {
+			continue
+		}
+		switch into, moved := h.MovedInto(); {
+		case h.Reason == v1alpha1.HandoffRemoved && (h.Progress == nil || h.Progress.State == v1alpha1.HandoffCopying):
+			src, ok := leavingPod(c.Pods, h.Pod)
+			s, held := oldSlot(h.Pod)
+			if !ok || !held || src.IP == "" || src.IP != h.IP {
+				continue
+			}
+			left := src.LeavingSince.Add(bound).Sub(now)
+			if left <= 0 {
+				continue
+			}
+			wait(left)
+			out[s] = src
+		case moved && (h.Progress == nil || (h.Progress.State != v1alpha1.HandoffDone && h.Progress.State != v1alpha1.HandoffFailed)):
+			// Until the slot it moved into serves it: the two switch
+			// together, so that it is listed once.
+			s, held := oldSlot(h.Pod)
+			if !held || int(into) >= len(table) || table[into].State != v1alpha1.SlotFilling || table[into].Pod != h.Pod {
+				continue
+			}
+			out[s] = Pod{Name: h.Pod, IP: table[into].IP}
+		}
+	}
+	return out
+}
+
+// copying tells whether a copy that reports Copied before it ends (Moved,
+// Grown) has not copied yet: no report, or Copying.
+func copying(h v1alpha1.Handoff) bool {
+	return h.Progress == nil || h.Progress.State == v1alpha1.HandoffCopying
 }
 
 // growing tells whether a cell's scale-up is still being copied: a Grown
@@ -130,7 +215,7 @@ func growing(c Cell, handoffs []v1alpha1.Handoff) (first int, ok bool) {
 		if first < 0 || int(f) < first {
 			first = int(f)
 		}
-		if p := h.Progress; p == nil || p.State == v1alpha1.HandoffCopying {
+		if copying(h) {
 			ok = true
 		}
 	}

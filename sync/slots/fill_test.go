@@ -1,10 +1,12 @@
 package slots_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
 )
 
@@ -187,6 +189,122 @@ func TestFillGrowth(t *testing.T) {
 			}
 			if got := show(assigned); got != want {
 				t.Errorf("Fill changed the table it was given: %s, was %s", got, want)
+			}
+		})
+	}
+}
+
+// TestFillShrink checks when the slots a scale-down removed stay listed,
+// Removing, served by the Pods that hand their keys on.
+func TestFillShrink(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const bound = 37 * time.Second
+	gone := func(name, ip string) slots.Pod {
+		p := leaving(name, ip)
+		p.LeavingSince = now.Add(-5 * time.Second)
+		return p
+	}
+	progress := func(h v1alpha1.Handoff, st v1alpha1.HandoffState) v1alpha1.Handoff {
+		if st != "" {
+			h.Progress = &v1alpha1.HandoffProgress{State: st}
+		}
+		return h
+	}
+	// The last slot's Pod d leaves: Removed.
+	removedD := func(st v1alpha1.HandoffState) v1alpha1.Handoff {
+		return progress(v1alpha1.Handoff{Pod: "d", IP: "10.0.0.4", Reason: v1alpha1.HandoffRemoved}, st)
+	}
+	// b, in the middle, leaves: d moves into its slot (Moved), and b's
+	// items go to d (Replaced).
+	replacedB := func(st v1alpha1.HandoffState) v1alpha1.Handoff {
+		return progress(v1alpha1.Handoff{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffReplaced, Slot: ptr32(1), To: "d", ToIP: "10.0.0.4"}, st)
+	}
+	movedD := func(st v1alpha1.HandoffState) v1alpha1.Handoff {
+		return progress(v1alpha1.Handoff{Pod: "d", IP: "10.0.0.4", Reason: v1alpha1.HandoffMoved, Slot: ptr32(1), To: "d", ToIP: "10.0.0.4"}, st)
+	}
+	last := []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), gone("d", "10.0.0.4")}
+	middle := []slots.Pod{ready("a", "10.0.0.1"), gone("b", "10.0.0.2"), ready("c", "10.0.0.3"), ready("d", "10.0.0.4")}
+	tests := []struct {
+		name        string
+		table       string
+		pods        []slots.Pod
+		handoffs    []v1alpha1.Handoff
+		now         time.Time
+		want        string
+		wantPending time.Duration
+	}{{
+		name:     "the last slot's Pod hands its keys on: its slot stays listed",
+		table:    "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		pods:     last,
+		handoffs: []v1alpha1.Handoff{removedD("")},
+		want:     "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Removing", wantPending: 32 * time.Second,
+	}, {
+		name:     "its copy is done: the slot goes",
+		table:    "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		pods:     last,
+		handoffs: []v1alpha1.Handoff{removedD(v1alpha1.HandoffDone)},
+		want:     "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name:     "past the bound: the slot goes with what was copied",
+		table:    "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+		pods:     last,
+		handoffs: []v1alpha1.Handoff{removedD(v1alpha1.HandoffCopying)},
+		now:      now.Add(32 * time.Second),
+		want:     "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving",
+	}, {
+		name:     "a middle Pod leaves: the moved Pod's new slot is Filling, its old one Removing",
+		table:    "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+		pods:     middle,
+		handoffs: []v1alpha1.Handoff{replacedB(""), movedD("")},
+		want:     "a@10.0.0.1:Serving d@10.0.0.4:Filling<b c@10.0.0.3:Serving d@10.0.0.4:Removing", wantPending: 32 * time.Second,
+	}, {
+		name:     "the removed Pod's copy is done, not the moved Pod's: both stay, so that d is listed once",
+		table:    "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+		pods:     middle,
+		handoffs: []v1alpha1.Handoff{replacedB(v1alpha1.HandoffDone), movedD(v1alpha1.HandoffCopying)},
+		want:     "a@10.0.0.1:Serving d@10.0.0.4:Filling<b c@10.0.0.3:Serving d@10.0.0.4:Removing", wantPending: 32 * time.Second,
+	}, {
+		name:     "the moved Pod's copy is copied, not the removed Pod's: both stay",
+		table:    "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+		pods:     middle,
+		handoffs: []v1alpha1.Handoff{replacedB(v1alpha1.HandoffCopying), movedD(v1alpha1.HandoffCopied)},
+		want:     "a@10.0.0.1:Serving d@10.0.0.4:Filling<b c@10.0.0.3:Serving d@10.0.0.4:Removing", wantPending: 32 * time.Second,
+	}, {
+		name:     "both copied: the scale-down switches at once",
+		table:    "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+		pods:     middle,
+		handoffs: []v1alpha1.Handoff{replacedB(v1alpha1.HandoffDone), movedD(v1alpha1.HandoffCopied)},
+		want:     "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
+	}}
+	prev := table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.now.IsZero() {
+				tt.now = now
+			}
+			assigned := table(t, tt.table)
+			was := show(assigned)
+			cell := slots.Cell{Prev: prev, Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			var got []string
+			for _, e := range tables[0] {
+				s := e.Pod + "@" + e.IP + ":" + string(e.State)
+				if e.From != "" {
+					s += "<" + e.From
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("table %s\nwant  %s", strings.Join(got, " "), tt.want)
+			}
+			if pending != tt.wantPending {
+				t.Errorf("pending = %v, want %v", pending, tt.wantPending)
+			}
+			if _, err := contract.RenderPool([]v1alpha1.ZoneStatus{{SlotTable: v1alpha1.SlotTable{Slots: tables[0]}}}); err != nil {
+				t.Errorf("the pool of this table is refused: %v", err)
+			}
+			if got := show(assigned); got != was {
+				t.Errorf("Fill changed the table it was given: %s, was %s", got, was)
 			}
 		})
 	}

@@ -767,7 +767,10 @@ type Slot struct {
 	// it), NotReady (the Pod keeps its slot while it is not ready, so that
 	// it comes back to the same place; not served), Leaving (the Pod is
 	// terminating and no Ready Pod has taken its slot yet; it is served
-	// until its memcached stops) or Empty.
+	// until its memcached stops), Removing (spec.rollout.keepWarm: a slot
+	// a scale-down removed, past the others, still served by its Pod until
+	// the Pod handed its keys to where they hash in the slots before it)
+	// or Empty.
 	State SlotState `json:"state"`
 
 	// From is a Filling slot's terminating Pod, whose items the slot's Pod
@@ -780,7 +783,7 @@ type Slot struct {
 }
 
 // SlotState is what a slot's Pod is doing.
-// +kubebuilder:validation:Enum=Serving;Filling;Adding;NotReady;Leaving;Empty
+// +kubebuilder:validation:Enum=Serving;Filling;Adding;Removing;NotReady;Leaving;Empty
 type SlotState string
 
 // The slot states.
@@ -788,6 +791,7 @@ const (
 	SlotServing  SlotState = "Serving"
 	SlotFilling  SlotState = "Filling"
 	SlotAdding   SlotState = "Adding"
+	SlotRemoving SlotState = "Removing"
 	SlotNotReady SlotState = "NotReady"
 	SlotLeaving  SlotState = "Leaving"
 	SlotEmpty    SlotState = "Empty"
@@ -795,14 +799,16 @@ const (
 
 // ServedIP is the address clients are given for the slot, empty when
 // they are given none (the proxy then marks the slot down): the Pod's
-// while it is Serving, and while it is Leaving (a terminating Pod's
-// memcached serves until its preStop ends: clients are moved off it, not
-// dropped); a Filling slot's From, until its Pod holds the items. No
+// while it is Serving, and while it is Leaving or Removing (a
+// terminating Pod's memcached serves until its preStop ends, and a slot a
+// scale-down removes serves until its keys are handed on: clients are
+// moved off a Pod, not dropped); a Filling slot's From, until its Pod
+// holds the items. No
 // client is pointed at a Pod before it holds its keys, and no Pod stops
 // serving before its clients have left it.
 func (s Slot) ServedIP() string {
 	switch s.State {
-	case SlotServing, SlotLeaving:
+	case SlotServing, SlotLeaving, SlotRemoving:
 		return s.IP
 	case SlotFilling:
 		return s.FromIP
@@ -815,6 +821,17 @@ func (s Slot) ServedIP() string {
 // given them).
 func (s Slot) Holds() bool {
 	return (s.State == SlotServing || s.State == SlotFilling || s.State == SlotAdding) && s.IP != "" && s.Pod != ""
+}
+
+// Kept are the slots a scale-down keeps: those before the first Removing
+// slot, where the removed slots' keys hash to (a hand-off routes by them).
+func Kept(table []Slot) []Slot {
+	for i, s := range table {
+		if s.State == SlotRemoving {
+			return table[:i]
+		}
+	}
+	return table
 }
 
 // Listed are the slots clients are given, in order: those before the first

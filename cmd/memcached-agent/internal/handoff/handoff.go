@@ -349,10 +349,6 @@ func (r *Runner) run(ctx context.Context, h v1alpha1.Handoff) {
 	case rs.route == nil:
 		r.markOnly(ctx, log, h, source)
 		return
-	case rs.settle == settleBeforeLock:
-		if r.waitClients(ctx, log, "waiting for clients to move to the slot's new owner") != nil {
-			return
-		}
 	}
 	rt, err := rs.route(r, h)
 	if err != nil {

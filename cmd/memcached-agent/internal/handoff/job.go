@@ -274,16 +274,18 @@ func (j *copyJob) finish() error {
 	return nil
 }
 
-// removeAfterListed is the second pass of a copy whose source stays and
-// whose clients go on reading it until the copy ended (settleBeforeRemove:
-// Grown). The first pass copied without removing; it reports Copied, and
-// the hook lists the added slots once every Grown copy of the cell has;
-// then clients get ClientMove to follow, the forwarder (which handed the
-// source's writes on meanwhile) catches up and stops, since the removals
-// would be forwarded as deletions, and the copy runs again, removing from
-// the source every item its destination holds (copier.remove: the items
-// the first pass handed on answer NS there, and go; one written on the
-// source since it was read stays). It holds the source's lock throughout.
+// removeAfterListed ends a copy whose source stays and whose clients go on
+// reading it until the copy ended (settleBeforeRemove: Grown, Moved). The
+// first pass copied without removing; it reports Copied, and the hook
+// gives clients the keys' new places once every such copy of the cell has
+// (Grown: the added slots listed; Moved: the old slot unlisted); then
+// clients get ClientMove to follow, and the forwarder (which handed the
+// source's writes on meanwhile) catches up and stops. For a reason that
+// removes (Grown), the copy then runs again, removing from the source
+// every item its destination holds (copier.remove: the items the first
+// pass handed on answer NS there, and go; one written on the source since
+// it was read stays): the forwarder stopped first, since it would hand the
+// removals on as deletions. It holds the source's lock throughout.
 func (j *copyJob) removeAfterListed(rt route) error {
 	if j.rs.settle != settleBeforeRemove {
 		return nil
@@ -295,10 +297,10 @@ func (j *copyJob) removeAfterListed(rt route) error {
 	defer wg.Wait()
 	defer stop(nil)
 	wg.Go(func() { r.holdLock(ctx, stop, j.source, j.log) })
-	if err := r.waitListed(ctx, j.h); err != nil {
+	if err := r.waitSwitch(ctx, j.h, j.rs); err != nil {
 		return err
 	}
-	if err := r.waitClients(ctx, j.log, "the added slots are listed: waiting for clients to move to them"); err != nil {
+	if err := r.waitClients(ctx, j.log, "clients are given the keys' new places: waiting for them to move"); err != nil {
 		return err
 	}
 	if j.fw != nil {
@@ -313,6 +315,10 @@ func (j *copyJob) removeAfterListed(rt route) error {
 		j.fw.stop()
 		<-j.fwDone
 		j.fwStopped = true
+	}
+	if !j.rs.remove {
+		j.done = progress(v1alpha1.HandoffDone, j.cnt, j.took, summary(j.cnt))
+		return nil
 	}
 	start, cnt := r.opts.Now(), &counts{}
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt,
@@ -343,7 +349,7 @@ func (j *copyJob) markDoneAfterSwitch() {
 	if j.rs.settle != settleBeforeDone {
 		return
 	}
-	if err := j.r.waitSwitch(j.ctx, j.h); err != nil {
+	if err := j.r.waitSwitch(j.ctx, j.h, j.rs); err != nil {
 		return
 	}
 	if j.r.waitClients(j.ctx, j.log, "the slot serves its new Pod: waiting for clients to move to it") != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,17 +25,22 @@ var reasons = map[v1alpha1.HandoffReason]reason{
 	// while clients are still served the leaving Pod (the hook's Filling
 	// slot), whose writes are forwarded; it gets its done marker once
 	// the slot serves the new Pod and clients moved.
-	v1alpha1.HandoffReplaced: {asks: named, route: (*Runner).holder, leaving: true, settle: settleBeforeDone},
+	v1alpha1.HandoffReplaced: {asks: named, route: (*Runner).holder, leaving: true, settle: settleBeforeDone, left: successorServes},
 	// The Pod's slot went in a scale-down: each item goes where its key
-	// now hashes.
-	v1alpha1.HandoffRemoved: {asks: named, route: (*Runner).place, leaving: true, settle: settleBeforeLock},
-	// The Pod moved from a removed slot into a freed one, and stays.
-	v1alpha1.HandoffMoved: {asks: named, route: (*Runner).place, settle: settleBeforeLock},
+	// now hashes, while clients are still given its slot (the hook's
+	// Removing slot), whose writes are forwarded; it gets its done marker
+	// once the slot is no longer listed and clients moved.
+	v1alpha1.HandoffRemoved: {asks: named, route: (*Runner).place, leaving: true, settle: settleBeforeDone, left: sourceUnlisted},
+	// The Pod moved from a removed slot into a freed one, and stays: its
+	// old slot's items go where their keys now hash, while clients are
+	// still given its old slot (Removing), whose writes are forwarded,
+	// until they left it.
+	v1alpha1.HandoffMoved: {asks: named, route: (*Runner).place, settle: settleBeforeRemove, left: oldSlotUnlisted},
 	// Slots were added; the Pod stays, and what it hands to them leaves it
 	// once clients read them there: the added slots are Adding (not
 	// listed) while the copy runs, the source's writes are forwarded, and
 	// the items leave it in a second pass once the slots are listed.
-	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeRemove},
+	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeRemove, left: addedListed},
 	// A Pod took the slot in another zone with no Pod to hand it over; the
 	// source holds the same slot in its own zone, and stays.
 	v1alpha1.HandoffRefill: {asks: refilled, route: (*Runner).refill, flush: true, settle: settleAfterFlush},
@@ -75,6 +81,37 @@ type reason struct {
 	// entry says it held the slot before (Handoff.Flush;
 	// copyJob.emptyFilled).
 	flush bool
+	// left tells, for a reason that waits for clients once the hook
+	// moved them (settleBeforeDone, settleBeforeRemove), whether the slot
+	// table as it is now gives clients the new place of the source's
+	// keys: then they get ClientMove to follow.
+	left func(h v1alpha1.Handoff, table []v1alpha1.Slot) bool
+}
+
+// successorServes: a Replaced entry's slot serves the Pod the items went
+// to (its Filling ended).
+func successorServes(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
+	slot, _ := h.TakenSlot()
+	to, _, _ := h.Successor()
+	return int(slot) < len(t) && t[slot].Pod == to && t[slot].State == v1alpha1.SlotServing
+}
+
+// sourceUnlisted: no slot clients are given serves a Removed entry's Pod
+// (its Removing slot went).
+func sourceUnlisted(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
+	return !slices.ContainsFunc(v1alpha1.Listed(t), func(e v1alpha1.Slot) bool { return e.ServedIP() == h.IP })
+}
+
+// oldSlotUnlisted: a Moved entry's Pod holds no Removing slot any more.
+func oldSlotUnlisted(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
+	return !slices.ContainsFunc(t, func(e v1alpha1.Slot) bool { return e.State == v1alpha1.SlotRemoving && e.Pod == h.Pod })
+}
+
+// addedListed: a Grown entry's added slots are listed (the first one
+// added is no longer Adding).
+func addedListed(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
+	first, _ := h.FirstAdded()
+	return int(first) >= len(t) || t[first].State != v1alpha1.SlotAdding
 }
 
 // settle is when a copy waits for clients to move to the slot's new owner
@@ -84,28 +121,26 @@ type settle int
 const (
 	// settleNever: nothing is copied, so nothing to wait for.
 	settleNever settle = iota
-	// settleBeforeLock: as soon as the entry appears, before the copy
-	// takes the source's lock. The proxies switch their pool within a
-	// second of the status: a write the source took after the copy read
-	// its key would otherwise never reach the new owner.
-	settleBeforeLock
 	// settleAfterFlush: nothing before the lock; once the copy holds it
 	// and has emptied the Pod it fills (flush), right before the bulk
 	// copy (copyJob.settleRefill). A Pod back in its slot must not serve
 	// what it kept meanwhile for the wait.
 	settleAfterFlush
 	// settleBeforeDone: the copy starts at once, while clients are still
-	// served the source (the hook keeps the slot Filling until the copy
-	// ended: make before break), and the source's writes are forwarded;
-	// the wait comes once the slot serves its new Pod, before the done
+	// given the leaving source for its keys (the hook's Filling or
+	// Removing slot until the copy ended: make before break), and the
+	// source's writes are forwarded; the wait comes once the table gives
+	// clients the keys' new place (the reason's left), before the done
 	// marker (copyJob.markDoneAfterSwitch), so that the source serves
 	// until its clients left it.
 	settleBeforeDone
 	// settleBeforeRemove: the copy starts at once, without removing
-	// anything from the source, while clients are given the slots before
-	// the added ones (the hook's Adding slots: make before break), and the
-	// source's writes are forwarded; once the added slots are listed, the
-	// wait, then a second pass removes what was handed on from the source
+	// anything from the source, a source that stays, while clients are
+	// still given it for the keys that move (the hook's Adding slots, or
+	// a Moved Pod's Removing old slot), and its writes are forwarded; once
+	// the table gives clients the keys' new places (left), the wait, then
+	// the forwarding ends and, for a reason that removes, a second pass
+	// removes what was handed on from the source
 	// (copyJob.removeAfterListed).
 	settleBeforeRemove
 )
@@ -114,14 +149,12 @@ func (s settle) String() string {
 	switch s {
 	case settleNever:
 		return "never"
-	case settleBeforeLock:
-		return "before the lock"
 	case settleAfterFlush:
 		return "after the flush"
 	case settleBeforeDone:
-		return "before the done marker, once the slot serves its new Pod"
+		return "once clients are given the keys' new place, before the done marker"
 	case settleBeforeRemove:
-		return "before removing from the source, once the added slots are listed"
+		return "once clients are given the keys' new places, before the copy ends"
 	}
 	return "settle(" + strconv.Itoa(int(s)) + ")"
 }
@@ -173,31 +206,13 @@ func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
 	return destination{addr: net.JoinHostPort(s.IP, strconv.Itoa(r.opts.Port)), pod: s.Pod}, true
 }
 
-// waitSwitch waits until the table serves a Replaced entry's slot from
-// the Pod the items went to (its Filling ended), or ctx ends (its cause).
-func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff) error {
-	slot, _ := h.TakenSlot()
-	to, _, _ := h.Successor()
-	return r.waitTable(ctx, h.Zone, func(t []v1alpha1.Slot) bool {
-		return int(slot) < len(t) && t[slot].Pod == to && t[slot].State == v1alpha1.SlotServing
-	})
-}
-
-// waitListed waits until a Grown entry's added slots are listed (the
-// first one added is no longer Adding), or ctx ends (its cause).
-func (r *Runner) waitListed(ctx context.Context, h v1alpha1.Handoff) error {
-	first, _ := h.FirstAdded()
-	return r.waitTable(ctx, h.Zone, func(t []v1alpha1.Slot) bool {
-		return int(first) >= len(t) || t[first].State != v1alpha1.SlotAdding
-	})
-}
-
-// waitTable waits until zone's table, as statuses come, is as ok says,
-// or ctx ends (its cause).
-func (r *Runner) waitTable(ctx context.Context, zone string, ok func([]v1alpha1.Slot) bool) error {
+// waitSwitch waits until the table as statuses come moves clients off
+// the source of h to where its keys went (its reason's left), or ctx ends
+// (its cause).
+func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff, rs reason) error {
 	for {
 		changed := r.changed.Load()
-		if ok(r.table(zone)) {
+		if rs.left(h, r.table(h.Zone)) {
 			return nil
 		}
 		select {
@@ -237,11 +252,13 @@ func (r *Runner) holder(h v1alpha1.Handoff) (route, error) {
 }
 
 // place routes Removed and Moved items: each to the slot its key hashes
-// to in the slot table as it is now, as the proxy does (slots.Place over
-// every slot, in order), through dest.
+// to in the slot table as it is now, as the proxy will once the scale-down
+// is over (slots.Place over every slot kept, v1alpha1.Kept: not the
+// Removing ones, which are listed until their keys are handed on), through
+// dest.
 func (r *Runner) place(h v1alpha1.Handoff) (route, error) {
 	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
+		table := v1alpha1.Kept(r.table(h.Zone))
 		if len(table) == 0 {
 			return destination{}, false
 		}

@@ -43,14 +43,14 @@ func TestReasons(t *testing.T) {
 			// "each item to the slot slots.Place names"; done marker: yes.
 			name: "Removed: each item where its key hashes, from a source that leaves", reason: v1alpha1.HandoffRemoved,
 			entry:    v1alpha1.Handoff{Pod: "cache-a", IP: "10.0.0.1", Reason: v1alpha1.HandoffRemoved},
-			wantAsks: true, wantCopies: true, wantLeaving: true, wantSettle: settleBeforeLock,
+			wantAsks: true, wantCopies: true, wantLeaving: true, wantSettle: settleBeforeDone,
 		},
 		{
 			// "as Removed; the source stays in its new slot and keeps its
 			// items"; done marker: no.
 			name: "Moved: each item where its key hashes, from a source that stays and keeps them", reason: v1alpha1.HandoffMoved,
 			entry:    v1alpha1.Handoff{Pod: "cache-a", IP: "10.0.0.1", Reason: v1alpha1.HandoffMoved, Slot: slot(1), To: "cache-a", ToIP: "10.0.0.1"},
-			wantAsks: true, wantCopies: true, wantSettle: settleBeforeLock,
+			wantAsks: true, wantCopies: true, wantSettle: settleBeforeRemove,
 		},
 		{
 			// "once to is named ... to that slot when it is Serving, then
@@ -189,10 +189,9 @@ func TestREADMEReasons(t *testing.T) {
 	}
 	waits := map[settle]string{
 		settleNever:        "no",
-		settleBeforeLock:   "as its entry appears, before the lock",
 		settleAfterFlush:   "once it holds the lock, after the flush",
-		settleBeforeDone:   "once the slot serves the new Pod, before the done marker",
-		settleBeforeRemove: "once the added slots are listed, before removing from the source",
+		settleBeforeDone:   "once clients are given the keys' new place, before the done marker",
+		settleBeforeRemove: "once clients are given the keys' new places, before the copy ends",
 	}
 	for reason, rs := range reasons {
 		row, ok := rows[reason]
