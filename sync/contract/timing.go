@@ -85,4 +85,12 @@ const (
 	// how long an agent that died holds a copy up before the other agent
 	// takes it over.
 	LockTTL = 15 * time.Second
+
+	// ReportLinger is how long the agent keeps a hand-off's last report
+	// after its entry left the status, before it removes it. The hook
+	// decides from statuses a write or two stale, which can bring an entry
+	// back for a sync or two; without its report, a copy that ended would
+	// look as if it had not started, and a slot that moved to its new Pod
+	// would be Filling again (sync/slots.Fill; TestModel found it).
+	ReportLinger = 30 * time.Second
 )

@@ -267,3 +267,27 @@ func leavingPod(pods []Pod, name string) (Pod, bool) {
 	}
 	return Pod{}, false
 }
+
+// Unfill is a table as Assign wrote it, before Fill marked it: what the
+// hand-off rules read from the status. A Filling slot's Pod holds it,
+// Serving; an Adding slot's Pod too (one with no Pod is Empty); a scale-
+// down's Removing slots, past the table, are not its. (The served list's
+// version compares the tables as published, marks and all.)
+func Unfill(table []v1alpha1.Slot) []v1alpha1.Slot {
+	kept := v1alpha1.Kept(table)
+	if !slices.ContainsFunc(kept, func(e v1alpha1.Slot) bool {
+		return e.State == v1alpha1.SlotFilling || e.State == v1alpha1.SlotAdding
+	}) {
+		return kept
+	}
+	out := slices.Clone(kept)
+	for i, e := range out {
+		switch {
+		case e.State == v1alpha1.SlotFilling, e.State == v1alpha1.SlotAdding && e.Pod != "" && e.IP != "":
+			out[i] = v1alpha1.Slot{Slot: e.Slot, Pod: e.Pod, IP: e.IP, State: v1alpha1.SlotServing}
+		case e.State == v1alpha1.SlotAdding:
+			out[i] = v1alpha1.Slot{Slot: e.Slot, State: v1alpha1.SlotEmpty}
+		}
+	}
+	return out
+}

@@ -44,6 +44,13 @@ type HandoffInput struct {
 // refills), whose sources are Pods that hand nothing else on. The result
 // is sorted by Pod name: a Pod is in at most one entry.
 func Handoffs(in HandoffInput) []v1alpha1.Handoff {
+	// The rules read the tables the status held as Assign wrote them.
+	cells := make([]Cell, len(in.Cells))
+	for i, c := range in.Cells {
+		c.Prev = Unfill(c.Prev)
+		cells[i] = c
+	}
+	in.Cells = cells
 	var out []v1alpha1.Handoff
 	if in.KeepWarm {
 		for _, c := range in.Cells {

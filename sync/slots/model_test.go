@@ -303,6 +303,9 @@ type object struct {
 type status struct {
 	tables   map[string]v1alpha1.SlotTable // by zone
 	handoffs []v1alpha1.Handoff
+	// assigned are the tables as Assign left them, before Fill marked
+	// them (not in the status: what the checks hold the hand-offs to).
+	assigned map[string][]v1alpha1.Slot
 }
 
 // podState is a Pod as one event left it; the cache shows it from
@@ -358,11 +361,13 @@ type world struct {
 	served       map[string]int64 // the agent's version, by zone
 	servedIPs    map[string][]string
 	landed       int
-	grownPlans   int             // Grown entries that landed with a plan (To)
-	refills      int             // Refill entries that landed
-	flushes      int             // of which with Flush
-	refillSeen   map[string]bool // Refills that landed, by report key
-	away         map[string]bool // Pods that were NotReady after they served
+	grownPlans   int               // Grown entries that landed with a plan (To)
+	refills      int               // Refill entries that landed
+	flushes      int               // of which with Flush
+	refillSeen   map[string]bool   // Refills that landed, by report key
+	away         map[string]bool   // Pods that were NotReady after they served
+	servedFrom   map[string]string // zone/slot: the Pod a landed table served it from last
+	filled       int               // landed tables with a Filling slot
 	// forgetDue are the reports the agent will remove, by key.
 	forgetDue map[string]time.Time
 }
@@ -387,6 +392,7 @@ func newWorld(t *testing.T, seed uint64, size int32, cells int) *world {
 		servedIPs:    map[string][]string{},
 		refillSeen:   map[string]bool{},
 		away:         map[string]bool{},
+		servedFrom:   map[string]string{},
 		forgetDue:    map[string]time.Time{},
 		copyRev:      1,
 	}
@@ -658,19 +664,29 @@ func (w *world) cachedPods(zones ...string) []slots.Pod {
 // compute is the hook: the status for a copy of the object.
 func (w *world) compute(copy object) (status, time.Duration) {
 	prev := copy.status
-	st := status{tables: map[string]v1alpha1.SlotTable{}}
+	st := status{tables: map[string]v1alpha1.SlotTable{}, assigned: map[string][]v1alpha1.Slot{}}
 	in := slots.HandoffInput{Size: copy.size, KeepWarm: true, Prev: prev.handoffs, Reports: w.reports}
 	var pending time.Duration
+	wait := func(d time.Duration) {
+		if d > 0 && (pending == 0 || d < pending) {
+			pending = d
+		}
+	}
 	for _, zone := range copy.zones {
 		pods := w.cachedPods(zone)
 		a := slots.Assign(prev.tables[zone], copy.size, pods, w.now)
-		st.tables[zone] = v1alpha1.SlotTable{Version: slots.Version(prev.tables[zone], a.Slots, w.now), Slots: a.Slots, Waiting: a.Waiting, EventsUntil: a.EventsUntil}
 		in.Cells = append(in.Cells, slots.Cell{Zone: zone, Prev: prev.tables[zone].Slots, Assigned: a, Pods: pods})
-		if a.Pending > 0 && (pending == 0 || a.Pending < pending) {
-			pending = a.Pending
-		}
+		wait(a.Pending)
 	}
 	st.handoffs = slots.Handoffs(in)
+	// Make before break, as the hook marks the tables (the bound of a
+	// 64 MiB keepWarm Pod: 10 + 32 - 2 - 2 s).
+	tables, filling := slots.Fill(slots.FillInput{Cells: in.Cells, Handoffs: st.handoffs, Bound: 38 * time.Second, Now: w.now})
+	wait(filling)
+	for i, c := range in.Cells {
+		st.assigned[c.Zone] = c.Assigned.Slots
+		st.tables[c.Zone] = v1alpha1.SlotTable{Version: slots.Version(prev.tables[c.Zone], tables[i], w.now), Slots: tables[i], Waiting: c.Assigned.Waiting, EventsUntil: c.Assigned.EventsUntil}
+	}
 	return st, pending
 }
 
@@ -696,7 +712,7 @@ func (w *world) sync() {
 		}
 		w.t.Logf("%s sync from rev %d (live %d) size %d: prev %v\n  pods %v\n  -> %v %s", w.now.Format("04:05.000"), from, live.rev, copy.size, copy.status.tables, view, st.tables, handoffs(st.handoffs))
 	}
-	if reflect.DeepEqual(st, live.status) {
+	if reflect.DeepEqual(st.tables, live.status.tables) && reflect.DeepEqual(st.handoffs, live.status.handoffs) {
 		return
 	}
 	w.write(func(o *object) { o.status = st })
@@ -707,7 +723,7 @@ func (w *world) sync() {
 // below the first one added, and a plan (To) names that slot's Pod only
 // once every added slot below size serves.
 func (w *world) checkGrown(copy object, st status, h v1alpha1.Handoff) {
-	tb := st.tables[h.Zone].Slots
+	tb := st.assigned[h.Zone]
 	added, ok := h.FirstAdded()
 	if !ok {
 		w.t.Errorf("landing %d: %s's Grown hand-off names no slot", w.landed, h.Pod)
@@ -737,11 +753,14 @@ func (w *world) check(copy object, st status) {
 	w.landed++
 	at := map[string]v1alpha1.Slot{} // each Pod's entry, in its zone's table
 	for _, zone := range copy.zones {
-		for _, e := range st.tables[zone].Slots {
+		// A scale-down's Removing slots are listed for clients, past the
+		// table: their Pods hold the slots kept, or none.
+		for _, e := range v1alpha1.Kept(st.tables[zone].Slots) {
 			if e.Pod != "" {
 				at[e.Pod] = e
 			}
 		}
+		w.checkFill(zone, st.tables[zone].Slots)
 	}
 	moved := map[string]int32{}
 	for _, h := range st.handoffs {
@@ -839,7 +858,8 @@ func (w *world) forgetReports(st status) {
 		case ok && in[r.Pod]:
 			delete(w.forgetDue, key) // its job goes on, or another starts
 		case !due:
-			w.forgetDue[key] = w.now.Add(time.Duration(100+w.rng.IntN(900)) * time.Millisecond)
+			// The agent keeps it contract.ReportLinger.
+			w.forgetDue[key] = w.now.Add(contract.ReportLinger + time.Duration(100+w.rng.IntN(900))*time.Millisecond)
 		}
 	}
 }
@@ -854,14 +874,15 @@ func (w *world) forgetReports(st status) {
 // carried from the status the sync started from is not decided again.
 func (w *world) checkRefill(copy object, st status, h v1alpha1.Handoff) {
 	s, to, toIP, ok := h.Refilled()
-	tb := st.tables[h.Zone].Slots
+	// As Assign made the tables: what the rules decide from.
+	tb := st.assigned[h.Zone]
 	if !ok || int(s) >= len(tb) || tb[s].Pod != to || tb[s].IP != toIP || tb[s].State != v1alpha1.SlotServing {
 		w.t.Errorf("landing %d: %s's Refill names %s@%s in zone %q's slot %d, which does not serve it: %s", w.landed, h.Pod, to, toIP, h.Zone, s, show(tb))
 		return
 	}
 	source := false
 	for _, zone := range copy.zones {
-		y := st.tables[zone].Slots
+		y := st.assigned[zone]
 		source = source || (zone != h.Zone && len(y) == len(tb) && y[s].Pod == h.Pod && y[s].IP == h.IP && y[s].State == v1alpha1.SlotServing)
 	}
 	if !source {
@@ -890,6 +911,30 @@ func (w *world) checkRefill(copy object, st status, h v1alpha1.Handoff) {
 	back := published && rev <= copy.rev && w.published[h.To] == s
 	if h.Flush != back {
 		w.t.Errorf("landing %d: %s's Refill of %s in slot %d has Flush %v; the status it was decided from had published it there: %v", w.landed, h.Pod, h.To, s, h.Flush, back)
+	}
+}
+
+// checkFill checks make before break in a zone's table that landed: a slot
+// served from a Pod in a published status is never Filling again with
+// that Pod (it moves to its successor once, and never back), and the
+// table's pool is one the proxy takes (a Pod listed once).
+func (w *world) checkFill(zone string, table []v1alpha1.Slot) {
+	for _, e := range table {
+		key := fmt.Sprintf("%s/%d", zone, e.Slot)
+		switch e.State {
+		case v1alpha1.SlotServing:
+			w.servedFrom[key] = e.Pod
+		case v1alpha1.SlotFilling:
+			if w.servedFrom[key] == e.Pod {
+				w.t.Errorf("landing %d: zone %q's slot %d served %s, and is Filling with it again: %s", w.landed, zone, e.Slot, e.Pod, show(table))
+			}
+		}
+	}
+	if _, err := contract.RenderPool([]v1alpha1.ZoneStatus{{SlotTable: v1alpha1.SlotTable{Slots: table}}}); err != nil {
+		w.t.Errorf("landing %d: zone %q's table is no pool: %v: %s", w.landed, zone, err, show(table))
+	}
+	if e := slices.IndexFunc(table, func(e v1alpha1.Slot) bool { return e.State == v1alpha1.SlotFilling }); e >= 0 {
+		w.filled++
 	}
 }
 

@@ -221,8 +221,9 @@ func (s *scenario) slotTableChange(name, step string, version int64, change func
 // follows its status with a watch while it rolls (kwok runs no container,
 // so this checks the plan, not the copy): each old Pod shows in
 // status.handoffs leaving, Replaced by the new Pod that took its slot;
-// every slot changes owner only to a Ready (Serving) Pod, and keeps its
-// place. The old Pods are held Terminating by a finalizer of the test's, as
+// every slot changes owner only to a Ready Pod, Filling from the Pod that
+// held it (clients are still served that one until the copy, which no
+// agent reports here: until the bound), and keeps its place. The old Pods are held Terminating by a finalizer of the test's, as
 // their preStop would hold them, and let go once their hand-off was seen.
 func testKeepWarmRollout(s *scenario) {
 	const name = "warm"
@@ -269,9 +270,14 @@ func testKeepWarmRollout(s *scenario) {
 		if err := json.Unmarshal(ev.Object, &now); err != nil {
 			s.t.Fatal(err)
 		}
+		// Make before break: a slot's new Pod is Filling, clients still
+		// served the Pod it took the slot from, until the agent reports the
+		// copy (no agent copies here: until the bound).
+		// (The old Pods are held until their hand-off appears: each is
+		// there to be filled from.)
 		for i, e := range now.Status.SlotTable.Slots {
-			if i < len(prev) && e.Pod != prev[i].Pod && e.Pod != "" && e.State != v1alpha1.SlotServing {
-				s.t.Errorf("slot %d went from %s to %s, which is %s, not Serving", i, prev[i].Pod, e.Pod, e.State)
+			if i < len(prev) && e.Pod != prev[i].Pod && e.Pod != "" && (e.State != v1alpha1.SlotFilling || e.From != prev[i].Pod) {
+				s.t.Errorf("slot %d went from %s to %s, which is %s from %q, not Filling from it", i, prev[i].Pod, e.Pod, e.State, e.From)
 			}
 		}
 		for _, h := range now.Status.Handoffs {
@@ -285,7 +291,7 @@ func testKeepWarmRollout(s *scenario) {
 			successor, successorIP, _ := h.Successor()
 			if taken, ok := h.TakenSlot(); !ok || taken != slotOf[h.Pod] {
 				s.t.Errorf("%s left slot %d, its hand-off names slot %v", h.Pod, slotOf[h.Pod], h.Slot)
-			} else if owner := now.Status.SlotTable.Slots[taken]; owner.Pod != successor || owner.State != v1alpha1.SlotServing {
+			} else if owner := now.Status.SlotTable.Slots[taken]; owner.Pod != successor || (owner.State != v1alpha1.SlotServing && owner.State != v1alpha1.SlotFilling) {
 				s.t.Errorf("%s's hand-off names %s, slot %d is held by %s (%s)", h.Pod, successor, taken, owner.Pod, owner.State)
 			}
 			s.t.Logf("%s leaves slot %d: %s takes it (%s)", h.Pod, slotOf[h.Pod], successor, successorIP)

@@ -89,6 +89,9 @@ type Options struct {
 	// the forwarder has not handed on yet (10,000: about 3.4 MB at
 	// memcached's longest keys); the rest are dropped and counted.
 	ForwardKeys int
+	// ReportLinger is how long a report stays after its entry left the
+	// status (contract.ReportLinger).
+	ReportLinger time.Duration
 }
 
 // testHooks let a test watch or change what a copy does. They are not
@@ -135,6 +138,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ForwardKeys == 0 {
 		o.ForwardKeys = 10000
+	}
+	if o.ReportLinger == 0 {
+		o.ReportLinger = contract.ReportLinger
 	}
 	return o
 }
@@ -273,7 +279,20 @@ func (r *Runner) ended(pod string) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
+			// It lingers (ReportLinger), and stays if reported again
+			// meanwhile: another job of the Pod reports under it.
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-time.After(r.opts.ReportLinger):
+			}
 			for _, key := range keys {
+				r.mu.Lock()
+				again := slices.Contains(r.reported[pod], key)
+				r.mu.Unlock()
+				if again {
+					continue
+				}
 				retry(r.ctx, func(ctx context.Context) error { return r.reporter.Forget(ctx, key) }, func(err error) {
 					r.logger.Warn("could not remove a hand-off's report", "pod", pod, "key", key, "error", err)
 				})

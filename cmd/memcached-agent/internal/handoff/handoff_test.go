@@ -44,6 +44,9 @@ func newRunner(t testing.TB, self string, rec *recorder, opts Options) (*Runner,
 	if opts.ReportEvery == 0 {
 		opts.ReportEvery = 200 * time.Millisecond
 	}
+	if opts.ReportLinger == 0 {
+		opts.ReportLinger = 100 * time.Millisecond
+	}
 	m := &meter{}
 	r := New(opts, rec, m, testLogger(t))
 	t.Cleanup(r.Stop)
