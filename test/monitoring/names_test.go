@@ -6,12 +6,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/memcachedtest"
@@ -49,26 +47,7 @@ func exporterNames(t *testing.T) []string {
 	c.Close()
 
 	addr := net.JoinHostPort(ip, fmt.Sprint(exporterPort))
-	var out testutil.LockedBuffer
-	cmd := exec.Command(bin, "--memcached.address="+m.Addr(), "--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	testutil.Eventually(t, 10*time.Second, func() error {
-		select {
-		case <-done:
-			t.Fatalf("memcached_exporter exited: %s", out.String())
-		default:
-		}
-		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); !ours {
-			return fmt.Errorf("memcached_exporter does not listen on %s: %s", addr, out.String())
-		}
-		return nil
-	})
+	start(t, "memcached_exporter", addr, bin, "--memcached.address="+m.Addr(), "--web.listen-address="+addr)
 	res, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -302,12 +302,14 @@ type process struct {
 }
 
 // start runs bin with args, waits until it listens on addr (30 s), and
-// kills it when the test ends, printing its output if the test failed.
+// kills it when the test ends, printing its output if the test failed,
+// or when the test binary dies (procAttr).
 func start(t *testing.T, name, addr, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = procAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
