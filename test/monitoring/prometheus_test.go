@@ -48,12 +48,12 @@ const (
 // (2.42, the prometheus package: make debian-clients installs it),
 // scraping real memcached 1.6.45 Pods' exporters (memcached_exporter
 // v0.16.0), an agent following its Memcached in a file and the hook, as a
-// user's Prometheus would (issue 41). It checks that no alert is pending
-// or firing in a healthy minute; that every dashboard query runs, and
-// those that must have data do: the extstore panels have none for
-// cache-a, which has no spec.extstore, and have data for cache-e, a
-// second Memcached of one Pod with it, whose disk holds items; and that
-// each fault fires its own alert:
+// user's Prometheus would (issue 41), and the exporter of cache-e, a
+// second Memcached of one Pod with spec.extstore, whose disk gets items.
+// It checks that no alert is pending or firing in a healthy minute; that
+// every dashboard query runs, and those that must have data do (the
+// extstore panels have none for cache-a, which has no spec.extstore, and
+// have data for cache-e); and that each fault fires its own alert:
 // memcached killed (MemcachedDown), filled under -M
 // (MemcachedOutOfMemoryErrors), every connection taken
 // (MemcachedRefusingConnections, and not MemcachedDown, although the
