@@ -465,10 +465,10 @@ func fillMemory(t *testing.T, addr string) {
 
 // fillExtstore stores 1,000 values of 16 KiB (16 MB, a quarter of -m 64)
 // in the memcached with extstore at addr, waits until Prometheus shows
-// them on its disk (ext_item_age=0 flushes them at once), reads each back
-// (from the disk: ext_recache_rate=0 brings none back into RAM), and waits
-// until Prometheus shows the bytes read: the extstore panels then show a
-// disk at work, not only zeros.
+// them on its disk (ext_item_age=0 flushes them as they come), reads each
+// back (those flushed, from the disk: ext_recache_rate=0 brings none back
+// into RAM), and waits until Prometheus shows bytes read: the extstore
+// panels then show a disk at work, not only zeros.
 func fillExtstore(t *testing.T, p *promAPI, addr string) {
 	t.Helper()
 	const items = 1000
