@@ -128,12 +128,19 @@ func Start(t testing.TB, cfg Config) *Server {
 	return s
 }
 
-// portFile is a file for memcached to write its port to, in a directory
-// of the test's that memcached may write however it runs (not t.TempDir,
-// whose parent only its owner may enter).
+// portFile is a file for memcached to write its port to.
 func (s *Server) portFile(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "memcached-ports-")
+	return filepath.Join(Dir(t, "memcached-ports-"), "ports")
+}
+
+// Dir is a directory of the test's, named after pattern and removed when
+// it ends, that memcached may write however it runs (as nobody when the
+// test runs as root): not t.TempDir, whose parent only its owner may
+// enter. Its port file, say, or its extstore file (-o ext_path).
+func Dir(t testing.TB, pattern string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +148,7 @@ func (s *Server) portFile(t testing.TB) string {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(dir, "ports")
+	return dir
 }
 
 // readPortFile reads the port memcached wrote: it renames the file into

@@ -136,33 +136,21 @@ func TestDiesWithTheTestBinary(t *testing.T) {
 	case <-time.After(StartTimeout + 10*time.Second):
 		t.Fatalf("the test binary started no memcached: %s", stderr.String())
 	}
-	if !alive(mc) {
+	if !testutil.Alive(mc) {
 		t.Fatalf("memcached %d is not running before the kill", mc)
 	}
 	// A memcached that outlives its test binary is this test's to end.
 	t.Cleanup(func() {
-		if alive(mc) {
+		if testutil.Alive(mc) {
 			syscall.Kill(mc, syscall.SIGKILL)
 		}
 	})
 	child.Process.Signal(syscall.SIGKILL)
 	<-exited
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if alive(mc) {
+		if testutil.Alive(mc) {
 			return fmt.Errorf("memcached %d runs on after the test binary that started it was killed", mc)
 		}
 		return nil
 	})
-}
-
-// alive tells whether process pid runs: it exists and is no zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces, the state follows its ')'.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }

@@ -107,8 +107,17 @@ func (d dashboard) expressions(t *testing.T) []expression {
 }
 
 // grafanaValues are what Grafana puts in place of the variables before
-// Prometheus reads an expression.
-var grafanaValues = strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$namespace", "cache", "$memcached", "cache-a")
+// Prometheus reads an expression, the Memcached cache/memcached chosen.
+func grafanaValues(memcached string) *strings.Replacer {
+	return strings.NewReplacer("$__rate_interval", "1m", "$__range", "1h", "$namespace", promNamespace, "$memcached", memcached)
+}
+
+// readsExtstore says whether an expression reads memcached_extstore_
+// series, which the exporter shows only for a memcached with extstore on
+// (spec.extstore).
+func readsExtstore(expr string) bool {
+	return slices.ContainsFunc(metricNames(expr), func(n string) bool { return strings.HasPrefix(n, "memcached_extstore_") })
+}
 
 // TestDashboardShape checks what Grafana's sidecar and a user need: a
 // title and a fixed uid, the variables datasource, namespace and
@@ -160,7 +169,7 @@ func TestDashboardExpressionsParse(t *testing.T) {
 	exprs := readDashboard(t).expressions(t)
 	var rules []rule
 	for i, e := range exprs {
-		rules = append(rules, rule{Record: fmt.Sprintf("dashboard:expression_%d", i), Expr: grafanaValues.Replace(e.expr)})
+		rules = append(rules, rule{Record: fmt.Sprintf("dashboard:expression_%d", i), Expr: grafanaValues(promMemcached).Replace(e.expr)})
 	}
 	dir := t.TempDir()
 	writeRuleFile(t, dir, []group{{Name: "dashboard", Rules: rules}})

@@ -6,12 +6,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/test/dataplane"
 	"github.com/example/memcached-operator/test/memcachedtest"
@@ -27,15 +27,60 @@ const exporterPort = 9150
 // synthetic are the series Prometheus makes itself for every target.
 var synthetic = []string{"up", "scrape_duration_seconds", "scrape_samples_scraped"}
 
-// exporterNames runs memcached 1.6.45 and memcached_exporter on an address
-// of the package's block, as the Pod runs them, stores an item (the slab
-// metrics show only for a slab class that holds one), and returns the
-// names of the memcached_ series the exporter shows.
+// extstoreSpec is a Memcached with spec.extstore as small as the API
+// takes it: a disk of 320Mi (a file of four 64 MiB pages) beside 64 MB of
+// RAM, for values of 16 KiB.
+const extstoreSpec = `{"size":1,"memcached":{"maxMemoryMB":64},"extstore":{"size":"320Mi","expectedItemSize":16384}}`
+
+// extstorePodDir is where the hook mounts the extstore volume in the
+// memcached container (sync/memcached's extstoreDir).
+const extstorePodDir = "/run/memcached/extstore"
+
+// extstoreArgs are memcached's arguments as the hook answers them for a
+// Memcached of spec, which has spec.extstore: the memcached container's,
+// but -p (dataplane.StartMemcached sets it), with the extstore file in a
+// directory of the test's instead of the Pod's volume.
+func extstoreArgs(t *testing.T, spec string) []string {
+	t.Helper()
+	c := &dataplane.Cluster{Name: "extstore", Namespace: promNamespace, Spec: spec}
+	c.Sync(t)
+	containers := c.PodTemplate(t).Spec.Containers
+	i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == "memcached" })
+	if i < 0 {
+		t.Fatalf("the hook's Pod template has no memcached container")
+	}
+	hook := containers[i].Args
+	dir := memcachedtest.Dir(t, "memcached-extstore-")
+	var args []string
+	moved := false
+	for j := 0; j < len(hook); j++ {
+		a := hook[j]
+		if a == "-p" {
+			j++
+			continue
+		}
+		if rest, ok := strings.CutPrefix(a, "ext_path="+extstorePodDir+"/"); ok {
+			a, moved = "ext_path="+dir+"/"+rest, true
+		}
+		args = append(args, a)
+	}
+	if !moved {
+		t.Fatalf("the hook's memcached arguments %q have no ext_path=%s/...", hook, extstorePodDir)
+	}
+	return args
+}
+
+// exporterNames runs memcached 1.6.45 with extstore on (the hook's flags
+// for extstoreSpec: the exporter shows memcached_extstore_ series only
+// then) and memcached_exporter on an address of the package's block, as
+// the Pod runs them, stores an item (the slab metrics show only for a slab
+// class that holds one), and returns the names of the memcached_ series
+// the exporter shows.
 func exporterNames(t *testing.T) []string {
 	t.Helper()
 	bin := testutil.Program(t, "MEMCACHED_EXPORTER_BIN", "memcached_exporter (make memcached-exporter)")
 	ip := loopback.Lend(t)
-	m := dataplane.StartMemcached(t, ip, "-m", "16")
+	m := dataplane.StartMemcached(t, ip, extstoreArgs(t, extstoreSpec)...)
 	c := memcachedtest.Dial(t, m.Addr())
 	for _, x := range []struct{ req, want string }{
 		{"set k 0 0 1\r\nv\r\n", "STORED\r\n"},
@@ -49,26 +94,7 @@ func exporterNames(t *testing.T) []string {
 	c.Close()
 
 	addr := net.JoinHostPort(ip, fmt.Sprint(exporterPort))
-	var out testutil.LockedBuffer
-	cmd := exec.Command(bin, "--memcached.address="+m.Addr(), "--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	testutil.Eventually(t, 10*time.Second, func() error {
-		select {
-		case <-done:
-			t.Fatalf("memcached_exporter exited: %s", out.String())
-		default:
-		}
-		if ours, _ := testutil.Listens(cmd.Process.Pid, addr); !ours {
-			return fmt.Errorf("memcached_exporter does not listen on %s: %s", addr, out.String())
-		}
-		return nil
-	})
+	start(t, "memcached_exporter", addr, bin, "--memcached.address="+m.Addr(), "--web.listen-address="+addr)
 	res, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +106,11 @@ func exporterNames(t *testing.T) []string {
 	}
 	if !strings.Contains(string(body), "\nmemcached_up 1\n") {
 		t.Fatalf("memcached_up is not 1:\n%s", body)
+	}
+	// The exporter shows the memcached_extstore_ series only when
+	// memcached reports extstore_limit_maxbytes: extstore is on.
+	if !strings.Contains(string(body), "\nmemcached_extstore_bytes_limit ") {
+		t.Fatalf("no memcached_extstore_bytes_limit: memcached runs without extstore (%q):\n%s", m.Output(), body)
 	}
 	return testutil.ExposedNames(t, body, "memcached_")
 }

@@ -34,6 +34,9 @@ import (
 const (
 	promNamespace = "cache"
 	promMemcached = "cache-a"
+	// promExtstore is a second Memcached, of one Pod with spec.extstore
+	// (extstoreSpec): cache-a has none.
+	promExtstore = "cache-e"
 	// promFor is every rule's "for", shortened from minutes.
 	promFor = 3 * time.Second
 	// promScrape is the scrape and evaluation interval.
@@ -45,9 +48,12 @@ const (
 // (2.42, the prometheus package: make debian-clients installs it),
 // scraping real memcached 1.6.45 Pods' exporters (memcached_exporter
 // v0.16.0), an agent following its Memcached in a file and the hook, as a
-// user's Prometheus would (issue 41). It checks that no alert is pending
-// or firing in a healthy minute; that every dashboard query runs, and
-// those that must have data do; and that each fault fires its own alert:
+// user's Prometheus would (issue 41), and the exporter of cache-e, a
+// second Memcached of one Pod with spec.extstore, whose disk gets items.
+// It checks that no alert is pending or firing in a healthy minute; that
+// every dashboard query runs, and those that must have data do (the
+// extstore panels have none for cache-a, which has no spec.extstore, and
+// have data for cache-e); and that each fault fires its own alert:
 // memcached killed (MemcachedDown), filled under -M
 // (MemcachedOutOfMemoryErrors), every connection taken
 // (MemcachedRefusingConnections, and not MemcachedDown, although the
@@ -86,6 +92,15 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 		scrape = append(scrape, map[string]any{"targets": []string{addr},
 			"labels": map[string]string{"job": promMemcached, "namespace": promNamespace, "memcached": promMemcached, "pod": p.name}})
 	}
+	// cache-e: one Pod with the hook's extstore flags, scraped as cache-a's.
+	extIP := loopback.Lend(t)
+	ext := dataplane.StartMemcached(t, extIP, extstoreArgs(t, extstoreSpec)...)
+	extExporter := net.JoinHostPort(extIP, fmt.Sprint(exporterPort))
+	start(t, "memcached_exporter e-0", extExporter, exporter, "--memcached.address="+ext.Addr(), "--web.listen-address="+extExporter)
+	scrape = append(scrape, map[string]any{"targets": []string{extExporter},
+		"labels": map[string]string{"job": promExtstore, "namespace": promNamespace, "memcached": promExtstore, "pod": "e-0"}})
+	memcachedPods := len(pods) + 1
+
 	file := filepath.Join(t.TempDir(), "memcached.json")
 	c.Sync(t)
 	c.WriteFile(t, file)
@@ -136,9 +151,11 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 	p := &promAPI{t: t, base: "http://" + promAddr}
 	p.waitFor("every target up", 30*time.Second, func() bool {
 		up := p.query(`up`)
-		return len(up) == len(pods)+2 && !slices.ContainsFunc(up, func(s sample) bool { return s.value != 1 })
+		return len(up) == memcachedPods+2 && !slices.ContainsFunc(up, func(s sample) bool { return s.value != 1 })
 	})
 	testutil.Benchmark("BenchmarkPrometheus/start-to-every-target-up", "%.1f s", time.Since(started).Seconds())
+	// Before the healthy minute, which then covers a disk at work too.
+	fillExtstore(t, p, ext.Addr())
 
 	t.Run("healthy minute", func(t *testing.T) {
 		p := p.with(t)
@@ -151,9 +168,20 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 	t.Run("dashboard queries", func(t *testing.T) {
 		p := p.with(t)
 		for _, e := range readDashboard(t).expressions(t) {
-			expr := grafanaValues.Replace(e.expr)
+			expr := grafanaValues(promMemcached).Replace(e.expr)
 			got := p.query(expr)
-			if reason, ok := emptyWhenHealthy(e.where); ok {
+			reason, empty := emptyWhenHealthy(e.where)
+			if readsExtstore(e.expr) {
+				// The extstore panels of a Memcached without
+				// spec.extstore show nothing, and no error; of one
+				// with it, its disk.
+				reason, empty = "no spec.extstore: the exporter shows no memcached_extstore_ series", true
+				extExpr := grafanaValues(promExtstore).Replace(e.expr)
+				if got := p.query(extExpr); len(got) == 0 {
+					t.Errorf("%s: %s has no data for %s, which has spec.extstore", e.where, extExpr, promExtstore)
+				}
+			}
+			if empty {
 				if len(got) > 0 {
 					t.Errorf("%s: %s has data %v; expected none (%s): update emptyWhenHealthy", e.where, expr, got, reason)
 				}
@@ -187,7 +215,7 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 				t.Errorf("memcached:connections:limit %v = %v, want %v", s.labels, s.value, want)
 			}
 		}
-		if len(limits) != len(pods) {
+		if len(limits) != memcachedPods {
 			t.Errorf("memcached:connections:limit: %v, want one per Pod", limits)
 		}
 	})
@@ -302,12 +330,14 @@ type process struct {
 }
 
 // start runs bin with args, waits until it listens on addr (30 s), and
-// kills it when the test ends, printing its output if the test failed.
+// kills it when the test ends, printing its output if the test failed,
+// or when the test binary dies (procAttr).
 func start(t *testing.T, name, addr, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{out: &testutil.LockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = procAttr()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -430,6 +460,33 @@ func fillMemory(t *testing.T, addr string) {
 			t.Errorf("storing into %s: %v", addr, err)
 		}
 		conn.Close()
+	})
+}
+
+// fillExtstore stores 1,000 values of 16 KiB (16 MB, a quarter of -m 64)
+// in the memcached with extstore at addr, waits until Prometheus shows
+// them on its disk (ext_item_age=0 flushes them as they come), reads each
+// back (those flushed, from the disk: ext_recache_rate=0 brings none back
+// into RAM), and waits until Prometheus shows bytes read: the extstore
+// panels then show a disk at work, not only zeros.
+func fillExtstore(t *testing.T, p *promAPI, addr string) {
+	t.Helper()
+	const items = 1000
+	c := memcachedtest.Dial(t, addr)
+	value := bytes.Repeat([]byte("x"), 16<<10)
+	c.Fill("ext", items, func(string, int) []byte { return value }, 0)
+	sel := fmt.Sprintf(`{namespace=%q, memcached=%q}`, promNamespace, promExtstore)
+	p.waitFor("items on "+promExtstore+"'s disk", 30*time.Second, func() bool {
+		return len(p.query(`memcached_extstore_objects_used`+sel+` > 0`)) > 0
+	})
+	for i := range items {
+		key := fmt.Sprintf("ext-%d", i)
+		if it, ok := c.Get(key); !ok || !bytes.Equal(it.Value, value) {
+			t.Fatalf("%s: %s came back %v (%d bytes), want its 16 KiB value", addr, key, ok, len(it.Value))
+		}
+	}
+	p.waitFor("reads from "+promExtstore+"'s disk", 30*time.Second, func() bool {
+		return len(p.query(`memcached_extstore_bytes_read_total`+sel+` > 0`)) > 0
 	})
 }
 

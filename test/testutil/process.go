@@ -3,9 +3,11 @@ package testutil
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 )
@@ -64,4 +66,17 @@ func (l *LockedBuffer) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.b.Reset()
+}
+
+// Alive tells whether process pid runs: it exists and is no zombie (kill
+// -0 succeeds on a zombie, whose parent has not reaped it yet).
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces, the state follows its ')'.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
