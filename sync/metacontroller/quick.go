@@ -31,11 +31,13 @@ import (
 //
 // The whole of a sync request is read the same way (quickSyncRequest),
 // from a body that scan (scan.go) has validated rather than jsontext: the
-// Pods, each skipped member passed over by bracket counting, and the
-// parent and the children decoded from their bytes. Anything the quick
-// reader gives up on, and any body scan refuses, is read by the decoder.
-// Read this way, a 1,000-Pod request took 1.1 times jsontext's validating
-// scan of it, against 1.35 for the decoder's walk.
+// Pods, each object or array it does not read jumped over to where scan
+// found it to end, and the parent and the children decoded from their
+// bytes. Anything the quick reader gives up on, and any body scan
+// refuses, is read by the decoder. Read this way, a 1,000-Pod request
+// took 0.93 to 0.96 times jsontext's validating scan of it, against 1.35
+// for the decoder's walk (1.1 passing over skipped values by bracket
+// counting, without scan's ends).
 
 // errNotQuick is a Pod the quick reader did not take.
 var errNotQuick = errors.New("metacontroller: the Pod is read again by the exact walk")
@@ -153,6 +155,11 @@ type valid struct {
 	b  []byte
 	i  int
 	ok bool
+	// ends, if not nil, are where scan found each object and array of b
+	// to end, in the order they open; next is the index in ends of the
+	// next to open. skip jumps over one by them.
+	ends []scanEnd
+	next int
 }
 
 func (v *valid) ws() {
@@ -173,6 +180,7 @@ func (v *valid) enter(open byte) (null bool) {
 	switch v.b[v.i] {
 	case open:
 		v.i++
+		v.next++
 		return false
 	case 'n':
 		v.i += len("null")
@@ -297,6 +305,10 @@ func (v *valid) skip() {
 	case '"':
 		v.quoted()
 	case '{', '[':
+		if v.ends != nil {
+			v.jump()
+			return
+		}
 		depth := 0
 		for {
 			switch v.b[v.i] {
@@ -322,6 +334,22 @@ func (v *valid) skip() {
 			v.i++
 		}
 	}
+}
+
+// jump passes over the object or array at v.i by where scan found it to
+// end. If it does not end there (it cannot, but for a mistake in the
+// quick reader's count of what it opened), the decoder reads the request.
+func (v *valid) jump() {
+	if v.next >= len(v.ends) {
+		v.ok = false
+		return
+	}
+	e := v.ends[v.next]
+	if v.b[e.end-1] != v.b[v.i]+2 { // '{'+2 is '}', '['+2 is ']'
+		v.ok = false
+		return
+	}
+	v.i, v.next = int(e.end), int(e.next)
 }
 
 // quickLabels reads a Pod's labels from raw, the bytes the decoder has
@@ -433,14 +461,16 @@ func (v *valid) int(bits int) int64 {
 // for a body scan refuses, and wherever the quick reader gives up. The
 // Pods are read as the decoder walks them (the same fields, each by the
 // same rule, through the same podWalk); everything the hook does not read
-// is passed over by bracket counting, never looked at twice. The parent
+// is jumped over by scan's ends, never looked at twice. The parent
 // and the children, a fiftieth of a 1,000-Pod request, are decoded from
 // their bytes as the decoder decodes them.
 func quickSyncRequest(body []byte) (*SyncRequest, bool) {
-	if !scan(body) {
+	s := scanners.Get().(*scanner)
+	defer s.free()
+	if !s.scan(body) {
 		return nil, false
 	}
-	v := valid{b: body, ok: true}
+	v := valid{b: body, ok: true, ends: s.ends}
 	req := new(SyncRequest)
 	if null := v.enter('{'); null || !v.ok {
 		return req, v.ok

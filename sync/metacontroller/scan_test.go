@@ -2,6 +2,7 @@ package metacontroller
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +103,33 @@ func TestScan(t *testing.T) {
 			t.Error("scan refuses the 1,000-Pod request")
 		}
 	})
+}
+
+// TestScanEnds checks where scan says each object and array ends, and
+// which opens next: what the quick reader jumps by.
+func TestScanEnds(t *testing.T) {
+	body := ` {"a":[1,{},[ ]],"b":{"c":{"d":null}} , "e":[]}`
+	s := scanners.Get().(*scanner)
+	defer s.free()
+	if !s.scan([]byte(body)) {
+		t.Fatal("scan refuses it")
+	}
+	var got []string
+	for _, e := range s.ends {
+		got = append(got, fmt.Sprintf("%s %d", body[:e.end], e.next))
+	}
+	want := []string{
+		body + " 7",
+		` {"a":[1,{},[ ]] 4`,
+		` {"a":[1,{} 3`,
+		` {"a":[1,{},[ ] 4`,
+		` {"a":[1,{},[ ]],"b":{"c":{"d":null}} 6`,
+		` {"a":[1,{},[ ]],"b":{"c":{"d":null} 6`,
+		` {"a":[1,{},[ ]],"b":{"c":{"d":null}} , "e":[] 7`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ends:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 // largeObject is n members named by number, the one at dup (if any)
