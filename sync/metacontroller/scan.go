@@ -94,6 +94,11 @@ func (s *scanner) scan(b []byte) bool {
 		return false
 	}
 	s.b, s.stack, s.names, s.unquoted, s.ends = b, s.stack[:0], s.names[:0], s.unquoted[:0], s.ends[:0]
+	if n := len(b) / 32; cap(s.ends) < n {
+		// A request opens an object or array every 35 bytes or so: made
+		// for that many, ends seldom grows (each growth copies it).
+		s.ends = make([]scanEnd, 0, n)
+	}
 	var ok bool
 	i := scanSpace(b, 0)
 	for {
