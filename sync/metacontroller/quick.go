@@ -515,14 +515,13 @@ func quickRelated(v *valid, req *SyncRequest) {
 				w.quickPod(v, &l.pods[len(l.pods)-1])
 			}
 		}
-		if v.ok && len(l.pods) > 0 && req.Pods == nil {
-			req.Pods = make(map[string]Pod, len(l.pods))
-		}
-		for i, key := range l.keys {
-			if !v.ok {
-				break
+		if v.ok && len(l.pods) > 0 {
+			if req.Pods == nil {
+				req.Pods = make(map[string]Pod, len(l.pods))
 			}
-			req.Pods[key] = l.pods[i]
+			for i, key := range l.keys {
+				req.Pods[key] = l.pods[i]
+			}
 		}
 		l.free()
 	}

@@ -72,7 +72,8 @@ type scanName struct {
 var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
 // scan reports whether b is one JSON value, with white space around it
-// only, that jsontext's decoder would take; see above.
+// only, that jsontext's decoder would take; see above. (quickSyncRequest
+// keeps its scanner while it reads, for the scanner's ends.)
 func scan(b []byte) bool {
 	s := scanners.Get().(*scanner)
 	defer s.free()
