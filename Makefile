@@ -121,6 +121,7 @@ TEST_PACKAGES ?= 3
 
 # The fuzz targets, as package:target. go test fuzzes one target per run.
 FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \
+	./sync/metacontroller:FuzzScan ./sync/metacontroller:FuzzQuickStatus \
 	./cmd/memcached-agent/internal/protocol:FuzzTranscript ./cmd/memcached-agent/internal/follow:FuzzDecode \
 	./cmd/memcached-agent/internal/handoff:FuzzAnswers \
 	./cmd/memcached-agent/internal/handoff:FuzzWatchLine

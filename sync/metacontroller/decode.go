@@ -29,7 +29,11 @@ import (
 // are few, decode into their Go types; each Pod is walked by hand into the
 // small Pod type; everything else (the controller, each Pod's spec and
 // managedFields) is consumed whole by the decoder's validating scan, which
-// materialises nothing. BENCHMARKS.md has the figures that chose this.
+// materialises nothing. A sync request is first read another way, quicker
+// still: scan (scan.go) validates it by the same rules, and the quick
+// reader (quick.go) takes what the hook reads from the bytes scan
+// approved; the decoder reads whatever either leaves to it, and so every
+// request refused. BENCHMARKS.md has the figures that chose this.
 //
 // The rules are the API server's, stricter than encoding/json's; a
 // Metacontroller (which encodes with Go's encoding/json) never breaks them:
@@ -53,8 +57,14 @@ import (
 // string.
 
 // DecodeSyncRequest decodes the body of a sync or finalize call. A JSON null
-// body decodes to an empty request, which has no parent.
+// body decodes to an empty request, which has no parent. It is read
+// quickly (quickSyncRequest) where it can be, else by the decoder, the
+// Pods' statuses quickly if they can be (decodeSyncRequest): all three
+// give the same request, and only the decoder refuses one.
 func DecodeSyncRequest(body []byte) (*SyncRequest, error) {
+	if req, ok := quickSyncRequest(body); ok {
+		return req, nil
+	}
 	req, err := decodeSyncRequest(body, false)
 	if errors.Is(err, errNotQuick) {
 		req, err = decodeSyncRequest(body, true)

@@ -1,7 +1,9 @@
 package metacontroller
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -26,6 +28,16 @@ import (
 // same rules and, for a request it refuses, says what is wrong and where.
 // For every Pod the quick reader takes, the two give the same Pod;
 // TestQuickStatus and FuzzQuickStatus hold them to that.
+//
+// The whole of a sync request is read the same way (quickSyncRequest),
+// from a body that scan (scan.go) has validated rather than jsontext: the
+// Pods, each object or array it does not read jumped over to where scan
+// found it to end, and the parent and the children decoded from their
+// bytes. Anything the quick reader gives up on, and any body scan
+// refuses, is read by the decoder. Read this way, a 1,000-Pod request
+// took 0.93 to 0.96 times jsontext's validating scan of it, against 1.35
+// for the decoder's walk (1.1 passing over skipped values by bracket
+// counting, without scan's ends).
 
 // errNotQuick is a Pod the quick reader did not take.
 var errNotQuick = errors.New("metacontroller: the Pod is read again by the exact walk")
@@ -34,8 +46,14 @@ var errNotQuick = errors.New("metacontroller: the Pod is read again by the exact
 // validated, or returns false where the walk is needed.
 func (w *podWalk) quickStatus(raw jsontext.Value, s *PodStatus) bool {
 	v := valid{b: raw, ok: true}
+	w.quickStatusAt(&v, s)
+	return v.ok
+}
+
+// quickStatusAt reads a Pod's status at v.
+func (w *podWalk) quickStatusAt(v *valid, s *PodStatus) {
 	if null := v.enter('{'); null || !v.ok {
-		return v.ok
+		return
 	}
 	for v.ok && v.more('}') {
 		switch string(v.name()) {
@@ -44,16 +62,15 @@ func (w *podWalk) quickStatus(raw jsontext.Value, s *PodStatus) bool {
 		case "podIP":
 			s.PodIP = v.str(w)
 		case "conditions":
-			s.Conditions = quickList(&v, w, len(w.last.Status.Conditions), quickCondition)
+			s.Conditions = quickList(v, w, len(w.last.Status.Conditions), quickCondition)
 		case "initContainerStatuses":
-			s.InitContainerStatuses = quickList(&v, w, len(w.last.Status.InitContainerStatuses), quickContainerStatus)
+			s.InitContainerStatuses = quickList(v, w, len(w.last.Status.InitContainerStatuses), quickContainerStatus)
 		case "containerStatuses":
-			s.ContainerStatuses = quickList(&v, w, len(w.last.Status.ContainerStatuses), quickContainerStatus)
+			s.ContainerStatuses = quickList(v, w, len(w.last.Status.ContainerStatuses), quickContainerStatus)
 		default:
 			v.skip()
 		}
 	}
-	return v.ok
 }
 
 // quickList reads an array as decodeList does: null is nil, [] is empty.
@@ -138,6 +155,11 @@ type valid struct {
 	b  []byte
 	i  int
 	ok bool
+	// ends, if not nil, are where scan found each object and array of b
+	// to end, in the order they open; next is the index in ends of the
+	// next to open. skip jumps over one by them.
+	ends []scanEnd
+	next int
 }
 
 func (v *valid) ws() {
@@ -158,6 +180,7 @@ func (v *valid) enter(open byte) (null bool) {
 	switch v.b[v.i] {
 	case open:
 		v.i++
+		v.next++
 		return false
 	case 'n':
 		v.i += len("null")
@@ -198,16 +221,34 @@ func (v *valid) name() []byte {
 // whether that holds an escape.
 func (v *valid) quoted() (raw []byte, escaped bool) {
 	start := v.i + 1
-	for j := start; ; j++ {
-		switch v.b[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
+	for j := start; ; {
+		j = quoteOrBackslash(v.b, j)
+		if v.b[j] == '"' {
 			v.i = j + 1
 			return v.b[start:j], escaped
 		}
+		escaped = true
+		j += 2
 	}
+}
+
+// quoteOrBackslash returns where the first '"' or '\\' from i is, reading
+// eight bytes at a time while it can (as plainRun does). There is one:
+// the string is valid.
+func quoteOrBackslash(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(b) {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, bs := x^(ones*'"'), x^(ones*'\\')
+		if m := ((q-ones)&^q | (bs-ones)&^bs) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for b[i] != '"' && b[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 // str reads a string as readString does (a null is ""), through w's
@@ -264,6 +305,10 @@ func (v *valid) skip() {
 	case '"':
 		v.quoted()
 	case '{', '[':
+		if v.ends != nil {
+			v.jump()
+			return
+		}
 		depth := 0
 		for {
 			switch v.b[v.i] {
@@ -291,20 +336,41 @@ func (v *valid) skip() {
 	}
 }
 
+// jump passes over the object or array at v.i by where scan found it to
+// end. If it does not end there (it cannot, but for a mistake in the
+// quick reader's count of what it opened), the decoder reads the request.
+func (v *valid) jump() {
+	if v.next >= len(v.ends) {
+		v.ok = false
+		return
+	}
+	e := v.ends[v.next]
+	if v.b[e.end-1] != v.b[v.i]+2 { // '{'+2 is '}', '['+2 is ']'
+		v.ok = false
+		return
+	}
+	v.i, v.next = int(e.end), int(e.next)
+}
+
 // quickLabels reads a Pod's labels from raw, the bytes the decoder has
 // validated, as labels does, or returns false where the walk is needed.
 func (w *podWalk) quickLabels(raw jsontext.Value, m *map[string]string) bool {
 	v := valid{b: raw, ok: true}
+	w.quickLabelsAt(&v, m)
+	return v.ok
+}
+
+// quickLabelsAt reads a Pod's labels at v.
+func (w *podWalk) quickLabelsAt(v *valid, m *map[string]string) {
 	if null := v.enter('{'); null || !v.ok {
 		*m = nil
-		return v.ok
+		return
 	}
 	*m = make(map[string]string, len(w.last.Metadata.Labels))
 	for v.ok && v.more('}') {
 		key := w.reuseBytes(v.name())
 		(*m)[key] = v.str(w)
 	}
-	return v.ok
 }
 
 // quickSlotTable reads a slot table the hook wrote, as json.Unmarshal
@@ -392,4 +458,118 @@ func (v *valid) int(bits int) int64 {
 		return 0
 	}
 	return n
+}
+
+// quickSyncRequest reads a whole sync or finalize call quickly, from a
+// body scan has validated, or returns false where the decoder is needed:
+// for a body scan refuses, and wherever the quick reader gives up. The
+// Pods are read as the decoder walks them (the same fields, each by the
+// same rule, through the same podWalk); everything the hook does not read
+// is jumped over by scan's ends, never looked at twice. The parent
+// and the children, a fiftieth of a 1,000-Pod request, are decoded from
+// their bytes as the decoder decodes them.
+func quickSyncRequest(body []byte) (*SyncRequest, bool) {
+	s := scanners.Get().(*scanner)
+	defer s.free()
+	if !s.scan(body) {
+		return nil, false
+	}
+	v := valid{b: body, ok: true, ends: s.ends}
+	req := new(SyncRequest)
+	if null := v.enter('{'); null || !v.ok {
+		return req, v.ok
+	}
+	for v.ok && v.more('}') {
+		switch string(v.name()) {
+		case "parent":
+			raw := v.value()
+			v.ok = v.ok && decode(raw, func(d *jsontext.Decoder) error { return decodeParent(d, &req.Parent) }) == nil
+		case "children":
+			v.ok = v.ok && json.Unmarshal(v.value(), &req.Children) == nil
+		case "related":
+			quickRelated(&v, req)
+		case "finalizing":
+			req.Finalizing = v.bool()
+		default:
+			v.skip()
+		}
+	}
+	if !v.ok {
+		return nil, false
+	}
+	return req, true
+}
+
+// quickRelated reads the related objects at v as decodeRelated does.
+func quickRelated(v *valid, req *SyncRequest) {
+	if null := v.enter('{'); null || !v.ok {
+		return
+	}
+	for v.ok && v.more('}') {
+		if string(v.name()) != PodKey {
+			v.skip()
+			continue
+		}
+		var w podWalk
+		l := podLists.Get().(*podList)
+		if null := v.enter('{'); !null {
+			for v.ok && v.more('}') {
+				l.keys = append(l.keys, string(v.name()))
+				l.pods = append(l.pods, Pod{})
+				w.quickPod(v, &l.pods[len(l.pods)-1])
+			}
+		}
+		if v.ok && len(l.pods) > 0 {
+			if req.Pods == nil {
+				req.Pods = make(map[string]Pod, len(l.pods))
+			}
+			for i, key := range l.keys {
+				req.Pods[key] = l.pods[i]
+			}
+		}
+		l.free()
+	}
+}
+
+// quickPod reads one Pod at v as pod does.
+func (w *podWalk) quickPod(v *valid, p *Pod) {
+	w.prev, w.cur = w.cur, w.prev[:0]
+	if null := v.enter('{'); !null {
+		for v.ok && v.more('}') {
+			switch string(v.name()) {
+			case "metadata":
+				w.quickMeta(v, &p.Metadata)
+			case "status":
+				w.quickStatusAt(v, &p.Status)
+			default:
+				v.skip()
+			}
+		}
+	}
+	w.last = *p
+}
+
+// quickMeta reads a Pod's metadata at v as meta does.
+func (w *podWalk) quickMeta(v *valid, m *PodMeta) {
+	if null := v.enter('{'); null || !v.ok {
+		return
+	}
+	for v.ok && v.more('}') {
+		switch string(v.name()) {
+		case "name":
+			m.Name = v.str(w)
+		case "namespace":
+			m.Namespace = v.str(w)
+		case "labels":
+			w.quickLabelsAt(v, &m.Labels)
+		case "creationTimestamp":
+			m.CreationTimestamp = v.str(w)
+		case "deletionTimestamp":
+			v.ok = json.Unmarshal(v.value(), &m.DeletionTimestamp) == nil
+		case "deletionGracePeriodSeconds":
+			v.ok = json.Unmarshal(v.value(), &m.DeletionGracePeriodSeconds) == nil
+		default:
+			v.skip()
+		}
+	}
 }

@@ -38,6 +38,14 @@ func podRequest(labels string, statuses ...string) []byte {
 // quick reader took it (or left it to the walk) as wantQuick says.
 func checkQuickAsWalk(t *testing.T, body []byte, wantQuick bool) {
 	t.Helper()
+	checkQuickReaders(t, body, wantQuick, wantQuick)
+}
+
+// checkQuickReaders is checkQuickAsWalk, and also fails unless the whole
+// request's quick reader took it (or left it to the decoder) as wantWhole
+// says, for a request the walk takes; it takes none the walk refuses.
+func checkQuickReaders(t *testing.T, body []byte, wantQuick, wantWhole bool) {
+	t.Helper()
 	quick, quickErr := decodeSyncRequest(body, false)
 	if tookIt := !errors.Is(quickErr, errNotQuick); tookIt != wantQuick {
 		t.Errorf("the quick reader took it: %v, want %v (%v)", tookIt, wantQuick, quickErr)
@@ -46,6 +54,15 @@ func checkQuickAsWalk(t *testing.T, body []byte, wantQuick bool) {
 	want, wantErr := decodeSyncRequest(body, true)
 	if wantQuick && !reflect.DeepEqual(quick, want) {
 		t.Errorf("quick read gives\n%+v\nwant (the walk's)\n%+v", quick, want)
+	}
+	// The whole request read quickly: every request the walk takes that
+	// the quick reader takes, and nothing else.
+	whole, tookWhole := quickSyncRequest(body)
+	if tookWhole != (wantWhole && wantErr == nil) {
+		t.Errorf("the quick reader took the whole request: %v, want %v (%v)", tookWhole, wantWhole && wantErr == nil, wantErr)
+	}
+	if tookWhole && (wantErr != nil || !reflect.DeepEqual(whole, want)) {
+		t.Errorf("whole request read quickly gives\n%+v\nwant (the walk's)\n%+v, %v", whole, want, wantErr)
 	}
 	switch {
 	case (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error():
@@ -105,6 +122,9 @@ func TestQuickStatus(t *testing.T) {
 		name      string
 		meta      string
 		wantQuick bool
+		// notWhole: the whole request's quick reader leaves it to the
+		// decoder, though the status's took it.
+		notWhole bool
 	}{
 		{name: "strings", meta: `{"name":"p","namespace":"ns","creationTimestamp":"2026-11-22T01:32:32Z"}`, wantQuick: true},
 		{name: "nulls", meta: `{"name":null,"namespace":null,"creationTimestamp":null}`, wantQuick: true},
@@ -112,12 +132,53 @@ func TestQuickStatus(t *testing.T) {
 		{name: "namespace an object", meta: `{"namespace":{"a":1}}`},
 		{name: "creationTimestamp a list", meta: `{"creationTimestamp":[]}`},
 		{name: "name not JSON", meta: `{"name":"\q"}`},
+		{name: "deleted", meta: `{"name":"p","deletionTimestamp":"2026-11-22T01:32:32Z","deletionGracePeriodSeconds":30}`, wantQuick: true},
+		{name: "deletion nulls", meta: `{"deletionTimestamp":null,"deletionGracePeriodSeconds":null}`, wantQuick: true},
+		{name: "deletionTimestamp not a time", meta: `{"deletionTimestamp":"soon"}`, wantQuick: true},
+		{name: "deletionGracePeriodSeconds a string", meta: `{"deletionGracePeriodSeconds":"30"}`, wantQuick: true},
+		{name: "unknown members", meta: `{"managedFields":[{"fieldsV1":{"f:metadata":{"k:{\"uid\":\"x\"}":{}}}}],"uid":"u","generation":1}`, wantQuick: true},
+		{name: "escaped member name", meta: `{"n\u0061me":"p"}`, wantQuick: true, notWhole: true},
 		// Not the Pod's strings: refused by the walk both share.
 		{name: "not an object", meta: `[]`, wantQuick: true},
 	}
 	for _, tt := range metadata {
 		t.Run("metadata "+tt.name, func(t *testing.T) {
-			checkQuickAsWalk(t, []byte(`{"related":{"Pod.v1":{"ns/p":{"metadata":`+tt.meta+`,"status":{}}}}}`), tt.wantQuick)
+			checkQuickReaders(t, []byte(`{"related":{"Pod.v1":{"ns/p":{"metadata":`+tt.meta+`,"status":{}}}}}`), tt.wantQuick, tt.wantQuick && !tt.notWhole)
+		})
+	}
+	// The request around the Pods, which only the whole request's quick
+	// reader reads itself.
+	requests := []struct {
+		name string
+		body string
+		// wantWhole: the whole request's quick reader takes it. (The
+		// status's takes them all: none has a Pod status.)
+		wantWhole bool
+	}{
+		{name: "null", body: `null`, wantWhole: true},
+		{name: "empty", body: `{}`, wantWhole: true},
+		{name: "white space around", body: " \n{ \"finalizing\" : true }\t", wantWhole: true},
+		{name: "every member", body: `{"controller":{"metadata":{"name":"c"}},"parent":null,"children":{"Service.v1":{"ns/s":{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":{"a":[1]}}}},` +
+			`"related":{"ConfigMap.v1":{"x":{}},"Pod.v1":{"ns/p":{"metadata":{"name":"p"}}}},"finalizing":false}`, wantWhole: true},
+		{name: "nulls", body: `{"children":null,"related":null,"finalizing":null}`, wantWhole: true},
+		{name: "no Pods", body: `{"related":{"Pod.v1":null}}`, wantWhole: true},
+		{name: "Pods empty", body: `{"related":{"Pod.v1":{}}}`, wantWhole: true},
+		{name: "a Pod null", body: `{"related":{"Pod.v1":{"ns/p":null}}}`, wantWhole: true},
+		{name: "not an object", body: `[]`},
+		{name: "finalizing a string", body: `{"finalizing":"yes"}`},
+		{name: "related a list", body: `{"related":[]}`},
+		{name: "Pods a list", body: `{"related":{"Pod.v1":[]}}`},
+		{name: "a Pod a string", body: `{"related":{"Pod.v1":{"ns/p":"p"}}}`},
+		{name: "children not an object", body: `{"children":1}`},
+		{name: "parent not an object", body: `{"parent":[]}`},
+		{name: "escaped Pod key", body: `{"related":{"Pod.v1":{"ns/\u0070":{}}}}`},
+		{name: "escaped member name", body: `{"fin\u0061lizing":true}`},
+		{name: "trailing value", body: `{} {}`},
+		{name: "escaped surrogates", body: `{"controller":"\ud83d\ude00"}`},
+	}
+	for _, tt := range requests {
+		t.Run("request "+tt.name, func(t *testing.T) {
+			checkQuickReaders(t, []byte(tt.body), true, tt.wantWhole)
 		})
 	}
 	t.Run("captures", func(t *testing.T) {
@@ -185,6 +246,9 @@ func FuzzQuickStatus(f *testing.F) {
 		}
 		quick, quickErr := decodeSyncRequest(body, false)
 		want, wantErr := decodeSyncRequest(body, true)
+		if whole, ok := quickSyncRequest(body); ok && (wantErr != nil || !reflect.DeepEqual(whole, want)) {
+			t.Errorf("whole request read quickly: %+v\nwalk: %+v, %v", whole, want, wantErr)
+		}
 		if errors.Is(quickErr, errNotQuick) {
 			return
 		}
