@@ -241,11 +241,12 @@ func TestAgentHandsOff(t *testing.T) {
 			t.Errorf("the log has no %s", want)
 		}
 	}
-	// Each copy the runner starts waits out its settle first, and says
-	// so: one did, for the Replaced hand-off, none for the Waiting one.
+	// A copy that ended waits out its settle once clients are given the
+	// keys' new place, and says so: one did, for the Replaced hand-off,
+	// none for the Waiting one.
 	var settles []string
 	for _, l := range strings.Split(p.out.String(), "\n") {
-		if strings.Contains(l, `msg="waiting for clients to move to the slot's new owner"`) {
+		if strings.Contains(l, `msg="the slot serves its new Pod: waiting for clients to move to it"`) {
 			settles = append(settles, l)
 		}
 	}
