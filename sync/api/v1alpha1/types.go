@@ -229,15 +229,19 @@ type ProxySpec struct {
 // RolloutSpec says what happens to a Pod's items when it leaves: a rolling
 // update, a drain, a deleted Pod, a scale-down.
 type RolloutSpec struct {
-	// KeepWarm hands a leaving Pod's items on before it stops: once a Ready
-	// Pod takes its slot, the agent copies every item of the leaving
-	// memcached to the Pod that now owns its key (memcached's lru_crawler
-	// mgdump, mg and ms in add mode, so a newer item on the receiving Pod is
-	// never overwritten), while the leaving memcached still serves; its
-	// preStop waits until the agent says the copy is done, or for
-	// handoffSeconds. After a scale-up, once every added Pod serves, each
-	// Pod already serving hands the items whose keys now hash to the added
-	// Pods on to them, and drops its own copies. Off by default: it runs the
+	// KeepWarm hands a leaving Pod's items on before it stops, make before
+	// break: once a Ready Pod takes its slot (Filling), the agent copies
+	// every item of the leaving memcached to the Pod that now owns its key
+	// (memcached's lru_crawler mgdump, mg and ms in add mode, so a newer
+	// item on the receiving Pod is never overwritten) while clients are
+	// still given the leaving Pod, whose writes are forwarded; then the
+	// slot serves the new Pod, and once clients had clientMoveSeconds to
+	// follow, the leaving Pod's preStop ends (or after handoffSeconds).
+	// After a scale-up, once every added Pod is Ready, each Pod already
+	// serving hands the items whose keys now hash to the added Pods on to
+	// them before those are listed (Adding), and drops its own copies once
+	// clients moved; a scale-down keeps a removed slot listed (Removing)
+	// until its Pod handed its keys on. Off by default: it runs the
 	// agent Deployment, gives the memcached Pods a longer grace period and a
 	// preStop that asks memcached (changing the Pod template: turning it on
 	// rolls every Pod once), and cannot be used with tls or auth.
@@ -252,11 +256,12 @@ type RolloutSpec struct {
 	// +optional
 	HandoffSeconds *int32 `json:"handoffSeconds,omitempty"`
 
-	// ClientMoveSeconds is how long a copy waits, once a Pod has taken a
-	// leaving Pod's slot, for the clients to follow it: a client writes to
-	// the leaving Pod until it has looked the slot up again, and a write
-	// the leaving Pod takes after the copy read its key would be lost to
-	// the new one. Left out, 2 seconds (the proxy and Auto Discovery
+	// ClientMoveSeconds is how long a Pod whose keys moved keeps serving
+	// them once the slot table gives clients their new place (after the
+	// copy: the slot serves the new Pod, the added slots are listed, the
+	// removed ones are not), for the clients to follow: a client uses the
+	// old Pod until it has looked the slot up again, and the old Pod's
+	// writes are forwarded meanwhile. Left out, 2 seconds (the proxy and Auto Discovery
 	// clients polling the endpoint often switch within one) or, with
 	// stableNames, 40: dskit's DNS lookup period (30 s, Mimir, Loki,
 	// Tempo), more than Thanos' (10 s), plus the cluster DNS's TTL (5 s)
