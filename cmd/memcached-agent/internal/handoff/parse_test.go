@@ -27,7 +27,7 @@ func TestRemainingTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ttl, live := remainingTTL([]byte(tt.t), now)
+			ttl, live := remainingTTL([]byte(tt.t), func() time.Time { return now })
 			if ttl != tt.wantTTL || live != tt.wantLive {
 				t.Errorf("remainingTTL(%q) = %d, %v; want %d, %v", tt.t, ttl, live, tt.wantTTL, tt.wantLive)
 			}
