@@ -59,9 +59,13 @@ const (
 	// SlotWait is the part of the default handoffSeconds that is not the
 	// copy: for a Ready Pod to take the slot (the replacement of a deleted
 	// Pod has to start first), the settle, the client move and the
-	// catch-up. CopyMiBPerSecond is the copy rate the rest allows for:
-	// half of the slowest rate measured (BENCHMARKS.md), a second for
-	// every 50 MiB of maxMemoryMB.
+	// catch-up. CopyMiBPerSecond is the copy rate the rest allows for, a
+	// second for every 50 MiB of maxMemoryMB: set from a -race build's
+	// rate, it is under half the slowest rate measured as the agent is
+	// built (70, BENCHMARKS.md "The copy against its floor"), and stays:
+	// it is in every keepWarm memcached Pod's template, which an
+	// operator upgrade must not roll, and a 1 Gbit/s link between nodes
+	// leaves each of two copies about 60 MiB/s.
 	SlotWait         = 30 * time.Second
 	CopyMiBPerSecond = 50
 

@@ -228,10 +228,10 @@ func (s *scenario) slotTableChange(name, step string, version int64, change func
 func testKeepWarmRollout(s *scenario) {
 	const name = "warm"
 	const size = 3
-	// handoffSeconds 5: a new Pod is served from the old one's deletion
-	// plus 10 + 5 - 2 - 2 s whatever the copy (no agent copies here).
-	const bound = 11 * time.Second
-	s.create(name, fmt.Sprintf("{size: %d, rollout: {keepWarm: true, handoffSeconds: 5}}", size))
+	// handoffSeconds 10 (the least): a new Pod is served from the old one's deletion
+	// plus 10 + 10 - 2 - 2 s whatever the copy (no agent copies here).
+	const bound = 16 * time.Second
+	s.create(name, fmt.Sprintf("{size: %d, rollout: {keepWarm: true, handoffSeconds: 10}}", size))
 	obs, _ := s.waitConverged(name, size, "")
 	var st slotStatus
 	s.getJSON(&st, "memcached", name)

@@ -344,7 +344,7 @@ func (a *attempt) copyItem(k dumpKey) error {
 		return nil
 	}
 	to, ok := cp.route(k.key)
-	ttl, live := remainingTTL(item.ttl, cp.now())
+	ttl, live := remainingTTL(item.ttl, cp.now)
 	switch {
 	case !live:
 		cp.counts.gone.Add(1)
@@ -372,7 +372,11 @@ func (a *attempt) copyItem(k dumpKey) error {
 	h = append(h, " F"...)
 	h = append(h, item.flags...)
 	a.header = append(h, " ME\r\n"...)
-	d.nc.SetWriteDeadline(time.Now().Add(cp.timeout + bytesTime(item.size)))
+	// Only an item that does not fit in what is left of the buffer makes
+	// a syscall, which the deadline bounds.
+	if int64(len(a.header))+item.size+2 > int64(d.w.Available()) {
+		d.nc.SetWriteDeadline(time.Now().Add(cp.timeout + bytesTime(item.size)))
+	}
 	d.w.Write(a.header)
 	if err := a.getConn.copyValue(d.w, item.size); err != nil {
 		return a.getConn.fail(err)
@@ -511,6 +515,8 @@ func (cp *copier) run(ctx context.Context, retries int) error {
 // NS for one it already held (add mode), an error line for one it
 // refused, MN at the end of each batch.
 func (d *destWriter) read(c *counts) error {
+	// handed: c knows of d.pod already (handedTo takes a lock).
+	handed := false
 	for p := range d.pending {
 		l, err := d.line()
 		if err != nil {
@@ -523,7 +529,10 @@ func (d *destWriter) read(c *counts) error {
 		case string(l) == "HD":
 			c.items.Add(1)
 			c.bytes.Add(p.size)
-			c.handedTo(d.pod)
+			if !handed {
+				c.handedTo(d.pod)
+				handed = true
+			}
 			d.remove(p)
 		case string(l) == "NS":
 			// Newer there: the source's is older still, and goes too.
@@ -682,7 +691,9 @@ func digits(b []byte) bool {
 // remainingTTL turns mg's t (seconds left, -1 for none) into ms's T: 0
 // for none, the seconds when at most 30 days, else the Unix time it ends
 // (memcached reads a larger T so). live is false when nothing is left.
-func remainingTTL(t []byte, now time.Time) (ttl int64, live bool) {
+// now is read only for a TTL over 30 days: a clock read per item is a
+// syscall on some virtual machines.
+func remainingTTL(t []byte, now func() time.Time) (ttl int64, live bool) {
 	if string(t) == "-1" {
 		return 0, true
 	}
@@ -691,7 +702,7 @@ func remainingTTL(t []byte, now time.Time) (ttl int64, live bool) {
 		return 0, false
 	}
 	if left > maxRelativeTTL {
-		return now.Unix() + left, true
+		return now().Unix() + left, true
 	}
 	return left, true
 }

@@ -698,7 +698,7 @@ func (kf *keyForward) copyItem() error {
 		f.counts.gone.Add(1)
 		return kf.del()
 	}
-	ttl, live := remainingTTL(it.ttl, f.now())
+	ttl, live := remainingTTL(it.ttl, f.now)
 	if !live {
 		f.counts.gone.Add(1)
 		if err := src.discard(it.size); err != nil {

@@ -80,9 +80,14 @@ func (c *conn) fail(err error) error {
 func (c *conn) close() { c.nc.Close() }
 
 // line reads one answer line, without its \r\n. The slice is valid until
-// the next read.
+// the next read. The read deadline is set only when the line is not
+// buffered whole (buffered): one taken from the buffer makes no syscall
+// and cannot block, and a deadline costs a clock read and a timer change,
+// which for items of 1 KiB was a fifth of the copy's CPU.
 func (c *conn) line() ([]byte, error) {
-	c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+	if !c.buffered() {
+		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
+	}
 	l, err := c.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		return nil, c.fail(fmt.Errorf("an answer line longer than %d bytes", c.r.Size()))
@@ -91,6 +96,16 @@ func (c *conn) line() ([]byte, error) {
 		return nil, c.fail(err)
 	}
 	return bytes.TrimSuffix(l[:len(l)-1], []byte{'\r'}), nil
+}
+
+// lineLookahead bounds how far buffered looks for a line's end: an mg
+// answer's head, a dump line and a store's answer are shorter.
+const lineLookahead = 512
+
+// buffered tells whether the reader holds a whole line already.
+func (c *conn) buffered() bool {
+	b, _ := c.r.Peek(min(c.r.Buffered(), lineLookahead))
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // flush sends what was written.
@@ -105,12 +120,50 @@ func bytesTime(n int64) time.Duration { return time.Duration(n>>20) * time.Secon
 
 // copyValue moves an n-byte value and its \r\n from c's reader to w,
 // without holding it whole.
+// The read deadline is set only when the value and its \r\n are not
+// buffered whole (as for line).
 func (c *conn) copyValue(w io.Writer, n int64) error {
-	c.nc.SetReadDeadline(time.Now().Add(c.timeout + bytesTime(n)))
+	if int64(c.r.Buffered()) < n+2 {
+		c.nc.SetReadDeadline(time.Now().Add(c.timeout + bytesTime(n)))
+	}
+	if bw, ok := w.(*bufio.Writer); ok {
+		if err := copyBuffered(bw, c.r, n); err != nil {
+			return err
+		}
+		return c.crlf()
+	}
 	if _, err := io.CopyN(w, c.r, n); err != nil {
 		return err
 	}
 	return c.crlf()
+}
+
+// copyBuffered moves n bytes from r into w's own buffer, flushed whenever
+// it is full, so that a destination is written a whole buffer per
+// syscall. (io.CopyN into a bufio.Writer flushes what it holds and then
+// writes to the connection in 32 KiB pieces, with a buffer allocated per
+// value.) A value longer than r's buffer is read straight into w's.
+func copyBuffered(w *bufio.Writer, r *bufio.Reader, n int64) error {
+	for n > 0 {
+		if w.Available() == 0 {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+		buf := w.AvailableBuffer()[:min(int64(w.Available()), n)]
+		m, err := r.Read(buf)
+		if _, werr := w.Write(buf[:m]); werr != nil {
+			return werr
+		}
+		n -= int64(m)
+		if err != nil && n > 0 {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // discard skips an n-byte value and its \r\n.

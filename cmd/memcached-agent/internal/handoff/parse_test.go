@@ -1,7 +1,11 @@
 package handoff
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/base64"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +31,7 @@ func TestRemainingTTL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ttl, live := remainingTTL([]byte(tt.t), now)
+			ttl, live := remainingTTL([]byte(tt.t), func() time.Time { return now })
 			if ttl != tt.wantTTL || live != tt.wantLive {
 				t.Errorf("remainingTTL(%q) = %d, %v; want %d, %v", tt.t, ttl, live, tt.wantTTL, tt.wantLive)
 			}
@@ -114,6 +118,44 @@ func TestParseWatchLine(t *testing.T) {
 			got, err := parseWatchLine([]byte(tt.line))
 			if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
 				t.Errorf("parseWatchLine(%q) = %+v, %v; want %+v, error %v", tt.line, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestCopyBuffered moves a value from a reader's buffer into a writer's,
+// whatever their sizes, and says when the source ends before the value
+// does.
+func TestCopyBuffered(t *testing.T) {
+	tests := []struct {
+		name string
+		// held is what the writer holds before, n the value's length,
+		// have what the source has.
+		held, n, have int
+		wantErr       error
+	}{
+		{name: "within both buffers", held: 10, n: 100, have: 100},
+		{name: "across the writer's buffer", held: 60, n: 200, have: 300},
+		{name: "longer than both buffers", held: 0, n: 1000, have: 1000},
+		{name: "nothing", held: 5, n: 0, have: 0},
+		{name: "the source ends first", held: 0, n: 500, have: 300, wantErr: io.ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := valueFor(tt.name, tt.have)
+			var out bytes.Buffer
+			w := bufio.NewWriterSize(&out, 64)
+			w.WriteString(strings.Repeat("h", tt.held))
+			err := copyBuffered(w, bufio.NewReaderSize(bytes.NewReader(src), 128), int64(tt.n))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("copyBuffered = %v, want %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			w.Flush()
+			if got, want := out.String(), strings.Repeat("h", tt.held)+string(src[:tt.n]); got != want {
+				t.Errorf("the writer got %q, want %q", got, want)
 			}
 		})
 	}
