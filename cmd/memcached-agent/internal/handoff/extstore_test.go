@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/memcached"
 	"github.com/example/memcached-operator/test/memcachedtest"
+	"github.com/example/memcached-operator/test/testutil"
 )
 
 // extstoreSpec is the spec.extstore the extstore tests run: a 448 MiB
@@ -20,9 +22,11 @@ import (
 // the rest the hook's defaults.
 const extstoreSpec = `{"memcached":{"maxMemoryMB":64},"extstore":{"size":"512Mi","expectedItemSize":16384}}`
 
-// extstoreArgs is the -o that turns extstore on, as the hook renders it
-// for spec (sync/memcached.Args), with the file in a folder of the test's
-// that memcached may write however it runs, rather than the Pod's volume.
+// extstoreArgs are memcached's arguments as the hook renders them for
+// spec (sync/memcached.Args: -m, -t, -I, and the -o that turns extstore
+// on) but the port, which the test's own launcher gives, with the file in
+// a folder of the test's that memcached may write however it runs rather
+// than the Pod's volume.
 func extstoreArgs(t testing.TB, spec string) []string {
 	t.Helper()
 	var s v1alpha1.MemcachedSpec
@@ -30,7 +34,6 @@ func extstoreArgs(t testing.TB, spec string) []string {
 		t.Fatal(err)
 	}
 	s.Default()
-	args := memcached.Args(&s)
 	dir, err := os.MkdirTemp("", "extstore-")
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +42,23 @@ func extstoreArgs(t testing.TB, spec string) []string {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	for i, a := range args[:len(args)-1] {
-		if a != "-o" || !strings.HasPrefix(args[i+1], "ext_path=") {
-			continue
+	var args []string
+	ext := false
+	for a := range slices.Values(memcached.Args(&s)) {
+		if v, ok := strings.CutPrefix(a, "ext_path="); ok {
+			path, rest, _ := strings.Cut(v, ":")
+			a, ext = "ext_path="+filepath.Join(dir, filepath.Base(path))+":"+rest, true
 		}
-		path, rest, _ := strings.Cut(strings.TrimPrefix(args[i+1], "ext_path="), ":")
-		return []string{"-o", "ext_path=" + filepath.Join(dir, filepath.Base(path)) + ":" + rest}
+		args = append(args, a)
 	}
-	t.Fatalf("the hook's arguments for %s turn no extstore on: %q", spec, args)
-	return nil
+	if !ext {
+		t.Fatalf("the hook's arguments for %s turn no extstore on: %q", spec, args)
+	}
+	// The port is the launcher's (-p last wins, but say it once).
+	if i := slices.Index(args, "-p"); i >= 0 {
+		args = slices.Delete(args, i, i+2)
+	}
+	return args
 }
 
 // extstoreValueSize is the values' size in the extstore tests: a chunk
@@ -165,5 +176,131 @@ func TestExtstoreItemsAreCopied(t *testing.T) {
 	}
 	if _, ok := newClient(t, dst.addr).get(contract.DoneKey); ok {
 		t.Errorf("the done marker was copied")
+	}
+}
+
+// TestExtstoreCopy is a keepWarm rolling replacement of a Pod that holds
+// most of its items on disk (issue #42): a working set four times -m of
+// 16 KiB values, written at 50 MB/s so that all of them land on the
+// source's disk, is handed by a Replaced copy to a successor with the
+// same extstore. The copy paces itself by the successor's flush to disk
+// (pace.go), so the successor ends holding at least 0.99 of the keys, and
+// none stale. The same copy from a source that holds the working set in
+// RAM gives the rate from RAM beside the rate from disk, and the copy
+// from disk unpaced shows what pacing prevents (not asserted: how many
+// items it loses depends on how fast this machine copies against how fast
+// it flushes). Each copy's rate, the successor's hit ratio and the
+// pacing's waits are printed as benchmark lines.
+func TestExtstoreCopy(t *testing.T) {
+	const items = 4 * 64 << 20 / extstoreValueSize // four times -m
+	onDisk := startServer(t, nextIP(t), 64, extstoreArgs(t, extstoreSpec)...)
+	fillPaced(t, onDisk.addr, "item", items, 50<<20)
+	if n := newClient(t, onDisk.addr).stat("extstore_objects_used"); n < items*9/10 {
+		t.Fatalf("%d of %d items on the source's disk, want most", n, items)
+	}
+	inRAM := startServer(t, nextIP(t), 2*items*extstoreValueSize>>20)
+	fill(t, inRAM.addr, "item", items, func(int) int { return extstoreValueSize }, 0)
+
+	tests := []struct {
+		name string
+		src  *server
+		pace *paceRule
+		// floor is the share of the keys the successor must hold; 0:
+		// printed only.
+		floor float64
+	}{
+		{name: "from-disk", src: onDisk, floor: 0.99},
+		{name: "from-RAM", src: inRAM, floor: 0.99},
+		{name: "from-disk-unpaced", src: onDisk, pace: &paceRule{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The source hands on again: a copy before this one marked
+			// it done.
+			from := newClient(t, tt.src.addr)
+			for _, k := range []string{contract.DoneKey, CopiedKey} {
+				from.Do("md " + k + " q\r\nmn\r\n")
+			}
+			dst := startServer(t, nextIP(t), 64, extstoreArgs(t, extstoreSpec)...)
+			rec := newRecorder()
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{}, testHooks{pace: tt.pace})
+			start := time.Now()
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: tt.src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
+				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			p := rec.final(t, "cache-old", 2*time.Minute)
+			took := time.Since(start)
+			if p.State != "Done" || p.Items != items {
+				t.Fatalf("final report %+v, want Done with %d items", p, items)
+			}
+			hits, stale, missing := readBack(t, dst.addr, "item", items)
+			ratio := float64(hits) / items
+			to := newClient(t, dst.addr)
+			testutil.Benchmark("BenchmarkExtstoreCopy/"+tt.name, "%.1f MiB/s %.3f hit-ratio %d stale %d evictions %.2f s",
+				float64(p.Bytes)/(1<<20)/took.Seconds(), ratio, stale, to.stat("evictions"), took.Seconds())
+			t.Logf("%s: %d hits, %d stale, %d missing of %d; %s", tt.name, hits, stale, missing, items, p.Message)
+			if stale != 0 {
+				t.Errorf("%d keys stale on the successor", stale)
+			}
+			if tt.floor > 0 && ratio < tt.floor {
+				t.Errorf("the successor holds %d of %d keys (%.3f), want at least %.2f: %d evictions, %d bytes flushed, %s",
+					hits, items, ratio, tt.floor, to.stat("evictions"), to.stat("extstore_bytes_written"), p.Message)
+			}
+		})
+	}
+}
+
+// TestPace holds the copy's pacing to its rule (pace.go) against real
+// destinations: a copy of 48 MiB, three quarters of the destinations'
+// -m, so that nothing is evicted whatever the pacing does. Into a
+// destination whose extstore flushes nothing until its memory is short
+// (itemAgeSeconds), the copy waits once it has sent half of -m, gives up
+// waiting once the destination has flushed nothing for the rule's stall,
+// says so, and ends with every item; into one that flushes as items come
+// (the hook's defaults), it never waits to the bound; into one without
+// extstore, it never waits.
+func TestPace(t *testing.T) {
+	const items = 3 * 16 << 20 / extstoreValueSize
+	rule := defaultPace
+	rule.stall = 300 * time.Millisecond
+	tests := []struct {
+		name string
+		args []string
+		// bound: a wait ended on the bound (else none did); quiet: the
+		// copy's report says nothing of pacing.
+		bound, quiet bool
+	}{
+		{name: "extstore flushing nothing", args: extstoreArgs(t, strings.Replace(extstoreSpec, `"expectedItemSize"`, `"itemAgeSeconds":3600,"expectedItemSize"`, 1)),
+			bound: true},
+		{name: "extstore flushing", args: extstoreArgs(t, extstoreSpec)},
+		{name: "no extstore", args: []string{"-m", "64"}, quiet: true},
+	}
+	src := startServer(t, nextIP(t), 2*items*extstoreValueSize>>20)
+	fill(t, src.addr, "item", items, func(int) int { return extstoreValueSize }, 0)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from := newClient(t, src.addr)
+			for _, k := range []string{contract.DoneKey, CopiedKey} {
+				from.Do("md " + k + " q\r\nmn\r\n")
+			}
+			dst := startServer(t, nextIP(t), 64, tt.args...)
+			rec := newRecorder()
+			r, _ := newHookedRunner(t, "agent-a", rec, Options{}, testHooks{pace: &rule})
+			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
+				[]v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			p := rec.final(t, "cache-old", time.Minute)
+			if p.State != "Done" || p.Items != items {
+				t.Fatalf("final report %+v, want Done with %d items", p, items)
+			}
+			t.Logf("%s: %q", tt.name, p.Message)
+			if got := strings.Contains(p.Message, "ended on the bound"); got != tt.bound {
+				t.Errorf("the copy's report %q says a wait ended on the bound: %v, want %v", p.Message, got, tt.bound)
+			}
+			if tt.quiet && p.Message != "" {
+				t.Errorf("the copy's report says %q, want nothing", p.Message)
+			}
+			if hits, stale, missing := readBack(t, dst.addr, "item", items); hits != items {
+				t.Errorf("the destination holds %d of %d items (%d stale, %d missing)", hits, items, stale, missing)
+			}
+		})
 	}
 }

@@ -148,7 +148,8 @@ func (j *copyJob) bulkCopy(rt route) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.holdLock(copyCtx, stopCopy, j.source, j.log) })
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
-		remove: j.rs.remove && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
+		remove: j.rs.remove && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove,
+		pace: r.hooks.pace}
 	// A leaving source's writes are forwarded from before the dump until
 	// it stops (forward.go): watching starts here, so that every write it
 	// takes after the copy reads a key is logged.
@@ -602,6 +603,9 @@ func summary(cnt *counts) string {
 	}
 	if n := cnt.changed.Load(); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d items stayed on the source too: written there since the copy read them", n))
+	}
+	if s := cnt.pace.summary(); s != "" {
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }
