@@ -17,10 +17,14 @@ import (
 	"github.com/example/memcached-operator/test/testutil"
 )
 
-// extstoreSpec is the spec.extstore the extstore tests run: a 448 MiB
-// file (512 MiB of disk, its whole pages less one) for 16 KiB values,
-// the rest the hook's defaults.
-const extstoreSpec = `{"memcached":{"maxMemoryMB":64},"extstore":{"size":"512Mi","expectedItemSize":16384}}`
+// extstoreMemoryMB is -m of the memcacheds with extstore the tests run,
+// and extstoreSpec their spec: a 448 MiB file (512 MiB of disk, its whole
+// pages less one) for 16 KiB values, the rest the hook's defaults. -m is
+// small so that a working set four times it is quick to write and read.
+const (
+	extstoreMemoryMB = 32
+	extstoreSpec     = `{"memcached":{"maxMemoryMB":32},"extstore":{"size":"512Mi","expectedItemSize":16384}}`
+)
 
 // extstoreArgs are memcached's arguments as the hook renders them for
 // spec (sync/memcached.Args: -m, -t, -I, and the -o that turns extstore
@@ -160,8 +164,8 @@ func (cl *client) forgetCopies() {
 // rate, the successor's hit ratio and evictions are printed as benchmark
 // lines.
 func TestExtstoreCopy(t *testing.T) {
-	const items = 4 * 64 << 20 / extstoreValueSize // four times -m
-	onDisk := startServer(t, nextIP(t), 64, extstoreArgs(t, extstoreSpec)...)
+	const items = 4 * extstoreMemoryMB << 20 / extstoreValueSize // four times -m
+	onDisk := startServer(t, nextIP(t), extstoreMemoryMB, extstoreArgs(t, extstoreSpec)...)
 	fillPaced(t, onDisk.addr, "item", items, 50<<20)
 	source := newClient(t, onDisk.addr)
 	stored := source.stat("extstore_objects_used")
@@ -191,7 +195,7 @@ func TestExtstoreCopy(t *testing.T) {
 			from := newClient(t, tt.src.addr)
 			from.forgetCopies()
 			readsBefore := from.stat("get_extstore")
-			dst := startServer(t, nextIP(t), 64, extstoreArgs(t, extstoreSpec)...)
+			dst := startServer(t, nextIP(t), extstoreMemoryMB, extstoreArgs(t, extstoreSpec)...)
 			rec := newRecorder()
 			r, _ := newHookedRunner(t, "agent-a", rec, Options{}, testHooks{pace: tt.pace})
 			start := time.Now()
@@ -228,8 +232,7 @@ func TestExtstoreCopy(t *testing.T) {
 }
 
 // TestPace holds the copy's pacing to its rule (pace.go) against real
-// destinations: a copy of 48 MiB, three quarters of the destinations'
-// -m, so that nothing is evicted whatever the pacing does. Into a
+// destinations: a copy of three quarters of the destinations' -m, so that nothing is evicted whatever the pacing does. Into a
 // destination whose extstore flushes nothing until its memory is short
 // (itemAgeSeconds), the copy waits once it has sent half of -m, gives up
 // waiting once the destination has flushed nothing for the rule's stall,
@@ -237,7 +240,7 @@ func TestExtstoreCopy(t *testing.T) {
 // (the hook's defaults), it never waits to the bound; into one without
 // extstore, it never waits.
 func TestPace(t *testing.T) {
-	const items = 3 * 16 << 20 / extstoreValueSize
+	const items = 3 * extstoreMemoryMB << 20 / 4 / extstoreValueSize
 	// The bound comes sooner, where it is to be reached.
 	short := defaultPace
 	short.stall = 300 * time.Millisecond
@@ -252,14 +255,14 @@ func TestPace(t *testing.T) {
 		{name: "extstore flushing nothing", args: extstoreArgs(t, strings.Replace(extstoreSpec, `"expectedItemSize"`, `"itemAgeSeconds":3600,"expectedItemSize"`, 1)),
 			rule: short, bound: true},
 		{name: "extstore flushing", args: extstoreArgs(t, extstoreSpec), rule: defaultPace},
-		{name: "no extstore", args: []string{"-m", "64"}, rule: defaultPace, quiet: true},
+		{name: "no extstore", args: nil, rule: defaultPace, quiet: true},
 	}
 	src := startServer(t, nextIP(t), 2*items*extstoreValueSize>>20)
 	fill(t, src.addr, "item", items, func(int) int { return extstoreValueSize }, 0)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			newClient(t, src.addr).forgetCopies()
-			dst := startServer(t, nextIP(t), 64, tt.args...)
+			dst := startServer(t, nextIP(t), extstoreMemoryMB, tt.args...)
 			rec := newRecorder()
 			r, _ := newHookedRunner(t, "agent-a", rec, Options{}, testHooks{pace: &tt.rule})
 			r.Update([]v1alpha1.Handoff{{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}},
