@@ -272,7 +272,7 @@ func TestPace(t *testing.T) {
 				t.Fatalf("final report %+v, want Done with %d items", p, items)
 			}
 			t.Logf("%s: %q", tt.name, p.Message)
-			if got := strings.Contains(p.Message, "ended on the bound"); got != tt.bound {
+			if got := strings.Contains(p.Message, "given up"); got != tt.bound {
 				t.Errorf("the copy's report %q says a wait ended on the bound: %v, want %v", p.Message, got, tt.bound)
 			}
 			if tt.quiet && p.Message != "" {

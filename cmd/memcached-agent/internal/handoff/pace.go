@@ -13,11 +13,12 @@ import (
 //
 // memcached holds an item it takes in RAM until its flusher writes the
 // value to disk; an item evicted from RAM before that is lost. A copy
-// streams items far faster than a disk and memcached's IO threads flush
-// them (about 1 GB/s against 100 MB/s or less), so an unpaced copy into a
-// destination with a small -m and a large disk evicts many of the items
-// it has just written (issue #42: about half of a working set four times
-// -m). So a copy into a destination whose stats say it has extstore
+// streams items at hundreds of MB/s, as fast as a flusher with the hook's
+// flags keeps up with on an idle machine and faster than one that other
+// work slows, or that a slow disk holds up: then an unpaced copy into a
+// destination with a small -m and a large disk evicts items it has just
+// written (issue #42; TestExtstoreCopy's unpaced copy lost up to a quarter
+// of a working set four times -m on a loaded machine). So a copy into a destination whose stats say it has extstore
 // keeps what it has written there and memcached has not flushed yet (its
 // backlog: the value bytes it sent, of items large enough to be flushed,
 // less the growth of the destination's extstore_bytes_written since the
@@ -41,9 +42,13 @@ type paceRule struct {
 	stall, longest time.Duration
 }
 
-// defaultPace is the copy's: half of -m, which keeps every item of a
-// working set four times -m of 16 KiB values (TestExtstoreCopy); stats
-// every 50 ms, a small fraction of a -m's flush at the rates measured.
+// defaultPace is the copy's: half of -m, the half that the headers of a
+// full disk may not take (the hook refuses a disk whose headers would),
+// which kept every item of a working set four times -m of 16 KiB values
+// (TestExtstoreCopy); stats every 50 ms, a small part of a flush of half
+// of -m at the rates measured; 2 s of no flush, a flusher that sleeps at
+// most 10 ms (the hook's ext_max_sleep) or 1 s (memcached's) has had its
+// chance.
 var defaultPace = paceRule{share: 0.5, poll: 50 * time.Millisecond, stall: 2 * time.Second, longest: 10 * time.Second}
 
 // paceCounts are what pacing did, added to a copy's counts.
@@ -64,7 +69,7 @@ func (c *paceCounts) summary() string {
 	}
 	s := fmt.Sprintf("waited %.1f s for the destination's flush to disk (%d waits", time.Duration(c.waited.Load()).Seconds(), n)
 	if g := c.gaveUp.Load(); g > 0 {
-		s += fmt.Sprintf(", %d ended on the bound, the destination flushing nothing", g)
+		s += fmt.Sprintf(", %d given up, the destination flushing too little", g)
 	}
 	s += ")"
 	return s
