@@ -148,7 +148,7 @@ func (cl *client) forgetCopies() {
 // TestExtstoreCopy is a keepWarm rolling replacement of a Pod that holds
 // its items on disk (issue #42), on memcached 1.6.45 with the hook's flags:
 // a working set four times -m of 16 KiB values, written at 50 MB/s so
-// that all of them land on the source's disk, is handed by a Replaced
+// that (nearly) all of them land on the source's disk, is handed by a Replaced
 // copy to a successor with the same extstore.
 //
 // It proves what the copy assumes of such a source: lru_crawler mgdump
@@ -168,10 +168,15 @@ func TestExtstoreCopy(t *testing.T) {
 	onDisk := startServer(t, nextIP(t), extstoreMemoryMB, extstoreArgs(t, extstoreSpec)...)
 	fillPaced(t, onDisk.addr, "item", items, 50<<20)
 	source := newClient(t, onDisk.addr)
-	stored := source.stat("extstore_objects_used")
-	if stored < items*9/10 {
-		t.Fatalf("%d of %d items on the source's disk, want most: the test would not be about items on disk", stored, items)
-	}
+	// The flusher may still be behind the writes on a loaded machine;
+	// the last items written may stay in RAM (memcached's HOT LRU).
+	var stored int64
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if stored = source.stat("extstore_objects_used"); stored < items*3/4 {
+			return fmt.Errorf("%d of %d items on the source's disk, want most: the test would not be about items on disk", stored, items)
+		}
+		return nil
+	})
 	if got := len(source.keys()); got != items {
 		t.Errorf("the dump listed %d keys, want %d (%d of them on disk)", got, items, stored)
 	}
