@@ -44,6 +44,8 @@ type counts struct {
 	// changed, left on the source because they were written there since
 	// the copy read them.
 	stayed, removed, changed atomic.Int64
+	// pace is what pacing by the destinations' flush to disk did.
+	pace paceCounts
 
 	mu sync.Mutex
 	// refusal is the first answer a destination refused an item with.
@@ -94,6 +96,9 @@ type copier struct {
 	// beforeRemove before an item is deleted from the source.
 	beforeGet    func([]dumpKey)
 	beforeRemove func(key string)
+	// pace paces the copy into destinations with extstore (pace.go):
+	// defaultPace when nil.
+	pace *paceRule
 }
 
 // removal is an item to delete from the source: its key, and the CAS it
@@ -126,6 +131,9 @@ type destWriter struct {
 	// removals takes the items the destination now holds, to delete
 	// from the source (copier.remove; nil otherwise).
 	removals chan<- removal
+	// pacer keeps the copy from outrunning a destination's flush to
+	// disk (pace.go); nil for a destination without extstore.
+	pacer *pacer
 }
 
 // once runs one attempt of the copy: the key dump on one connection,
@@ -360,6 +368,11 @@ func (a *attempt) copyItem(k dumpKey) error {
 	if err != nil {
 		return err
 	}
+	if d.pacer != nil {
+		if err := d.pacer.before(a.ctx, item.size); err != nil {
+			return err
+		}
+	}
 	h := append(a.header[:0], "ms "...)
 	h = append(h, k.key...)
 	h = append(h, ' ')
@@ -423,7 +436,12 @@ func (a *attempt) writerFor(to destination) (*destWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &destWriter{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: a.removals}
+	pc, err := a.pacerFor(c, to.addr)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	d := &destWriter{conn: c, pod: to.pod, pending: make(chan pending, 4*(cp.batch+1)), done: make(chan error, 1), removals: a.removals, pacer: pc}
 	a.writers[to.addr] = d
 	a.track(c)
 	if a.failure.Load() != nil {
@@ -458,6 +476,9 @@ func (a *attempt) finish(err *error) {
 			a.fail(derr)
 		}
 		d.close()
+		if d.pacer != nil {
+			d.pacer.close()
+		}
 	}
 	// The readers are done: every removal they will ask for is in.
 	if a.removals != nil {

@@ -109,6 +109,8 @@ type testHooks struct {
 	noForward bool
 	// afterForward is told a forwarder's counts once it ends.
 	afterForward func(*forwardCounts)
+	// pace replaces defaultPace: another rule, or none.
+	pace *paceRule
 }
 
 func (o Options) withDefaults() Options {

@@ -169,7 +169,8 @@ func (j *copyJob) bulkCopy(rt route) error {
 	// (settleBeforeRemove) removes nothing now.
 	later := j.rs.settle == settleBeforeRemove
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
-		remove: j.rs.remove && !later && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
+		remove: j.rs.remove && !later && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove,
+		pace: r.hooks.pace}
 	// A leaving source's writes are forwarded from before the dump until
 	// it stops (forward.go), and those of a source whose clients go on
 	// reading it until the copy ended (settleBeforeRemove), until they
@@ -724,6 +725,9 @@ func summary(cnt *counts) string {
 	}
 	if n := cnt.changed.Load(); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d items stayed on the source too: written there since the copy read them", n))
+	}
+	if s := cnt.pace.summary(); s != "" {
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }
