@@ -143,61 +143,70 @@ func (s *scanner) scan(b []byte) bool {
 			if i, _, ok = scanString(b, i); !ok {
 				return false
 			}
-		case 't':
-			if !bytes.HasPrefix(b[i:], []byte("true")) {
+		case 't', 'f', 'n':
+			if i, ok = scanLiteral(b, i); !ok {
 				return false
 			}
-			i += len("true")
-		case 'f':
-			if !bytes.HasPrefix(b[i:], []byte("false")) {
-				return false
-			}
-			i += len("false")
-		case 'n':
-			if !bytes.HasPrefix(b[i:], []byte("null")) {
-				return false
-			}
-			i += len("null")
 		default:
 			if i, ok = scanNumber(b, i); !ok {
 				return false
 			}
 		}
-		// A value ended at i: what follows closes objects and arrays,
-		// until a ',' that another value follows.
-		for {
-			i = scanSpace(b, i)
-			if len(s.stack) == 0 {
-				return i == len(b)
-			}
-			if i >= len(b) {
-				return false
-			}
-			top := s.stack[len(s.stack)-1]
-			c := b[i]
-			if c == ',' {
-				i = scanSpace(b, i+1)
-				if top.object {
-					if i, ok = s.name(i); !ok {
-						return false
-					}
-				}
-				break
-			}
-			switch {
-			case top.object && c == '}':
-				if !s.unique(top) {
-					return false
-				}
-				s.names, s.unquoted = s.names[:top.names], s.unquoted[:top.unquoted]
-			case !top.object && c == ']':
-			default:
-				return false
-			}
-			s.stack = s.stack[:len(s.stack)-1]
-			i++
-			s.ends[top.end] = scanEnd{end: int32(i), next: int32(len(s.ends))}
+		var more bool
+		if i, more, ok = s.after(i); !ok || !more {
+			return ok
 		}
+	}
+}
+
+// scanLiteral reads true, false or null at i, and returns where it ends.
+func scanLiteral(b []byte, i int) (int, bool) {
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if bytes.HasPrefix(b[i:], []byte(lit)) {
+			return i + len(lit), true
+		}
+	}
+	return i, false
+}
+
+// after reads what follows a value that ended at i: it closes objects and
+// arrays, recording where each ends, until a ',' that another value
+// follows (more: the value starts at next), or the end of the top-level
+// value, which must end the input (ok).
+func (s *scanner) after(i int) (next int, more, ok bool) {
+	b := s.b
+	for {
+		i = scanSpace(b, i)
+		if len(s.stack) == 0 {
+			return i, false, i == len(b)
+		}
+		if i >= len(b) {
+			return i, false, false
+		}
+		top := s.stack[len(s.stack)-1]
+		c := b[i]
+		if c == ',' {
+			i = scanSpace(b, i+1)
+			if top.object {
+				if i, ok = s.name(i); !ok {
+					return i, false, false
+				}
+			}
+			return i, true, true
+		}
+		switch {
+		case top.object && c == '}':
+			if !s.unique(top) {
+				return i, false, false
+			}
+			s.names, s.unquoted = s.names[:top.names], s.unquoted[:top.unquoted]
+		case !top.object && c == ']':
+		default:
+			return i, false, false
+		}
+		s.stack = s.stack[:len(s.stack)-1]
+		i++
+		s.ends[top.end] = scanEnd{end: int32(i), next: int32(len(s.ends))}
 	}
 }
 
