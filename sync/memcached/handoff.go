@@ -169,7 +169,7 @@ func (pl *plan) planHandoffs(now time.Time) {
 	if !keepWarm(pl.spec) {
 		return
 	}
-	tables, pending := slots.Fill(slots.FillInput{Cells: cells, Handoffs: pl.handoffs, Bound: fillBound(pl.spec), Now: now})
+	tables, pending := slots.Fill(slots.FillInput{Cells: cells, Handoffs: pl.handoffs, Size: pl.size, Bound: fillBound(pl.spec), Now: now})
 	for i := range pl.cells {
 		pl.cells[i].assigned.Slots = tables[i]
 	}

@@ -13,6 +13,9 @@ import (
 type FillInput struct {
 	Cells    []Cell
 	Handoffs []v1alpha1.Handoff
+	// Size is the slots kept (spec.size): a slot at or above it that
+	// Assign still lists is a scale-down's.
+	Size int32
 	// Bound is how long after its deletion was asked a leaving Pod's
 	// successor may be filled before the slot moves to it with what it
 	// has: the leaving Pod's preStop ends later, so that clients still
@@ -29,9 +32,11 @@ type FillInput struct {
 // successor only once it holds the keys; the leaving Pod serves until they
 // have moved (the agent sets its done marker then).
 //
-// A slot is Filling while: its entry in the table is Serving, held by the
-// Pod a Replaced hand-off names (To); the leaving Pod still exists, with
-// the address the entry names; its copy has not ended (no Done or Failed
+// A slot is Filling while: its entry in the table is Serving (or NotReady:
+// the leaving Pod serves the keys meanwhile), held by the Pod a Replaced
+// hand-off names (To); the leaving Pod still exists, Ready, with the
+// address the entry names (one lost with its node stops being Ready, and
+// the slot goes to its successor); its copy has not ended (no Done or Failed
 // report for this successor); and Bound has not passed since its deletion
 // was asked. At the bound the slot moves with what the copy gave, as it
 // did before: never stuck, never a slot served by nobody.
@@ -59,104 +64,162 @@ type FillInput struct {
 // its old slot's items has copied them. The freed slot it moved into is
 // Filling from the removed Pod that held it until then, even if that
 // Pod's copy is done, so that the Pod is listed once: the whole
-// scale-down switches in one sync. A run of removed slots stops at the
-// first whose Pod has nothing to hand on (gone, or done): a listed slot
-// must serve.
+// scale-down switches in one sync. The removed slots stay listed as a
+// run, past the kept ones, while any Pod of the run still copies (a Pod
+// whose copy is done serves until its slot is unlisted); the run stops at
+// the first slot whose Pod is gone: a listed slot must serve. A slot
+// above size that Assign still lists (its Pod's deletion has not
+// settled), past every slot a staying Pod holds, is Removing too, so that
+// the copy hashes over the slots kept.
+//
+// What the status this sync started from published stays so: a slot it
+// served from a Pod is not Filling again with that Pod, and added slots
+// it listed are not Adding again, whatever a copy that starts over
+// reports (an agent restarted between its Copied and its Done).
 //
 // It returns each cell's table, in the order of in.Cells (the Assigned
 // table itself when nothing fills), and how long until the soonest bound
 // of a Filling, Adding or Removing slot (0: none), when the caller syncs
 // again.
 func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
-	tables = make([][]v1alpha1.Slot, len(in.Cells))
+	f := &filler{in: in, tables: make([][]v1alpha1.Slot, len(in.Cells))}
 	for i, c := range in.Cells {
-		tables[i] = c.Assigned.Slots
+		f.tables[i] = c.Assigned.Slots
 	}
-	wait := func(left time.Duration) {
-		if pending == 0 || left < pending {
-			pending = left
-		}
+	for i := range in.Cells {
+		f.growth(i)
 	}
-	own := func(i int) []v1alpha1.Slot {
-		if len(tables[i]) > 0 && len(in.Cells[i].Assigned.Slots) > 0 && &tables[i][0] == &in.Cells[i].Assigned.Slots[0] {
-			tables[i] = slices.Clone(tables[i])
-		}
-		return tables[i]
+	f.replaced()
+	for i := range in.Cells {
+		f.shrink(i)
 	}
-	for i, c := range in.Cells {
-		first, ok := growing(c, in.Handoffs)
-		if !ok {
-			continue
-		}
-		if last, ready := lastReady(c, first); ready {
-			left := last.Add(in.Bound).Sub(in.Now)
-			if left <= 0 {
-				continue
-			}
-			wait(left)
-		}
-		table := own(i)
-		for s := first; s < len(table); s++ {
-			table[s].State = v1alpha1.SlotAdding
-		}
+	return f.tables, f.pending
+}
+
+// filler is Fill's work: the tables it marks, copied on the first mark,
+// and the soonest bound.
+type filler struct {
+	in      FillInput
+	tables  [][]v1alpha1.Slot
+	pending time.Duration
+}
+
+// wait has the caller sync again within left.
+func (f *filler) wait(left time.Duration) {
+	if f.pending == 0 || left < f.pending {
+		f.pending = left
 	}
+}
+
+// own is cell i's table, a copy of the Assigned one before the first mark.
+func (f *filler) own(i int) []v1alpha1.Slot {
+	a := f.in.Cells[i].Assigned.Slots
+	if len(f.tables[i]) > 0 && len(a) > 0 && &f.tables[i][0] == &a[0] {
+		f.tables[i] = slices.Clone(f.tables[i])
+	}
+	return f.tables[i]
+}
+
+// growth marks cell i's added slots Adding while its scale-up is copied.
+func (f *filler) growth(i int) {
+	c := f.in.Cells[i]
+	first, ok := growing(c, f.in.Handoffs)
+	if !ok || (first < len(v1alpha1.Listed(c.Prev)) && c.Prev[first].Pod != "" && c.Prev[first].Pod == c.Assigned.Slots[first].Pod) {
+		return // nothing to copy, or listed already
+	}
+	if last, ready := lastReady(c, first); ready {
+		left := last.Add(f.in.Bound).Sub(f.in.Now)
+		if left <= 0 {
+			return
+		}
+		f.wait(left)
+	}
+	table := f.own(i)
+	for s := first; s < len(table); s++ {
+		table[s].State = v1alpha1.SlotAdding
+	}
+}
+
+// replaced marks Filling the slots Replaced hand-offs fill.
+func (f *filler) replaced() {
 	// moving are the Moved Pods whose copy of their old slot's items has
 	// not copied them, by zone and name: the slot each moved into stays
 	// Filling until then.
 	moving := map[[2]string]bool{}
-	for _, h := range in.Handoffs {
+	for _, h := range f.in.Handoffs {
 		if _, ok := h.MovedInto(); ok && copying(h) {
 			moving[[2]string{h.Zone, h.Pod}] = true
 		}
 	}
-	for _, h := range in.Handoffs {
+	for _, h := range f.in.Handoffs {
 		slot, ok := h.TakenSlot()
 		to, toIP, _ := h.Successor()
 		if !ok || to == "" || (filled(h) && !moving[[2]string{h.Zone, to}]) {
 			continue
 		}
-		i := slices.IndexFunc(in.Cells, func(c Cell) bool { return c.Zone == h.Zone })
+		i := slices.IndexFunc(f.in.Cells, func(c Cell) bool { return c.Zone == h.Zone })
 		if i < 0 {
 			continue
 		}
-		table, s := tables[i], int(slot)
-		if s >= len(table) || table[s].Pod != to || table[s].IP != toIP || table[s].State != v1alpha1.SlotServing {
+		// The successor may turn NotReady for a while: the leaving Pod
+		// still serves the keys.
+		table, s, prev := f.tables[i], int(slot), f.in.Cells[i].Prev
+		if s >= len(table) || table[s].Pod != to || table[s].IP != toIP ||
+			(table[s].State != v1alpha1.SlotServing && table[s].State != v1alpha1.SlotNotReady) {
 			continue
 		}
-		src, ok := leavingPod(in.Cells[i].Pods, h.Pod)
-		if !ok || src.IP == "" || src.IP != h.IP {
+		if s < len(prev) && prev[s].Pod == to && prev[s].State == v1alpha1.SlotServing {
+			continue // served from it already
+		}
+		src, ok := leavingPod(f.in.Cells[i].Pods, h.Pod)
+		if !ok || !src.Ready || src.IP == "" || src.IP != h.IP {
 			continue
 		}
-		left := src.LeavingSince.Add(in.Bound).Sub(in.Now)
+		left := src.LeavingSince.Add(f.in.Bound).Sub(f.in.Now)
 		if left <= 0 {
 			continue
 		}
-		wait(left)
-		table = own(i)
+		f.wait(left)
+		table = f.own(i)
 		table[s].State, table[s].From, table[s].FromIP = v1alpha1.SlotFilling, src.Name, src.IP
 	}
-	for i, c := range in.Cells {
-		removing := removedSlots(c, tables[i], in.Handoffs, in.Bound, in.Now, wait)
-		for s := len(tables[i]); ; s++ {
-			p, ok := removing[s]
-			if !ok {
-				break
-			}
-			tables[i] = append(own(i), v1alpha1.Slot{Slot: int32(s), Pod: p.Name, IP: p.IP, State: v1alpha1.SlotRemoving})
-		}
+}
+
+// shrink keeps cell i's removed slots listed, Removing, past the kept ones
+// while their Pods hand their keys on.
+func (f *filler) shrink(i int) {
+	c := f.in.Cells[i]
+	// The trailing slots at or above size whose Pods leave (a slot above
+	// size that a staying Pod still holds is the table's until that Pod
+	// moves down).
+	for s := len(f.tables[i]) - 1; s >= int(max(f.in.Size, 0)) && f.tables[i][s].State == v1alpha1.SlotLeaving; s-- {
+		f.own(i)[s].State = v1alpha1.SlotRemoving
 	}
-	return tables, pending
+	removing, copies := removedSlots(c, f.tables[i], f.in.Handoffs, f.in.Bound, f.in.Now, f.wait)
+	var run []v1alpha1.Slot
+	busy := false
+	for s := len(f.tables[i]); ; s++ {
+		p, ok := removing[s]
+		if !ok {
+			break
+		}
+		run = append(run, v1alpha1.Slot{Slot: int32(s), Pod: p.Name, IP: p.IP, State: v1alpha1.SlotRemoving})
+		busy = busy || copies[s]
+	}
+	if busy {
+		f.tables[i] = append(f.own(i), run...)
+	}
 }
 
 // removedSlots are, by the slot a scale-down removed from the cell's table,
-// the Pods that held it and still hand its keys on: a Removed Pod whose
-// copy has not ended, within bound of its deletion (wait is told how long
-// is left), and a Moved Pod whose copy has not ended, while the slot it
-// moved into is Filling from the Pod that held it (table: the cell's,
-// Filling marked: it stays so while the Moved copy has not copied). The slot is the one the status held the Pod in, past
-// the table.
-func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bound time.Duration, now time.Time, wait func(time.Duration)) map[int]Pod {
-	out := map[int]Pod{}
+// the Pods that held it and still serve it (copies: those whose copy has
+// not ended): a Removed Pod, Ready, within bound of its deletion (wait is
+// told how long is left), and a Moved Pod whose copy has not ended, while
+// the slot it moved into is Filling from the Pod that held it (table: the
+// cell's, Filling marked: it stays so while the Moved copy has not
+// copied). The slot is the one the status held the Pod in, past the table.
+func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bound time.Duration, now time.Time, wait func(time.Duration)) (map[int]Pod, map[int]bool) {
+	out, copies := map[int]Pod{}, map[int]bool{}
 	oldSlot := func(pod string) (int, bool) {
 		for _, e := range c.Prev {
 			if e.Pod == pod && int(e.Slot) >= len(table) {
@@ -170,18 +233,21 @@ func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bo
 			continue
 		}
 		switch into, moved := h.MovedInto(); {
-		case h.Reason == v1alpha1.HandoffRemoved && (h.Progress == nil || h.Progress.State == v1alpha1.HandoffCopying):
+		case h.Reason == v1alpha1.HandoffRemoved:
 			src, ok := leavingPod(c.Pods, h.Pod)
 			s, held := oldSlot(h.Pod)
-			if !ok || !held || src.IP == "" || src.IP != h.IP {
+			if !ok || !held || !src.Ready || src.IP == "" || src.IP != h.IP {
 				continue
 			}
 			left := src.LeavingSince.Add(bound).Sub(now)
 			if left <= 0 {
 				continue
 			}
-			wait(left)
 			out[s] = src
+			if h.Progress == nil || h.Progress.State == v1alpha1.HandoffCopying {
+				copies[s] = true
+				wait(left)
+			}
 		case moved && (h.Progress == nil || (h.Progress.State != v1alpha1.HandoffDone && h.Progress.State != v1alpha1.HandoffFailed)):
 			// Until the slot it moved into serves it: the two switch
 			// together, so that it is listed once.
@@ -189,10 +255,10 @@ func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bo
 			if !held || int(into) >= len(table) || table[into].State != v1alpha1.SlotFilling || table[into].Pod != h.Pod {
 				continue
 			}
-			out[s] = Pod{Name: h.Pod, IP: table[into].IP}
+			out[s], copies[s] = Pod{Name: h.Pod, IP: table[into].IP}, true
 		}
 	}
-	return out
+	return out, copies
 }
 
 // copying tells whether a copy that reports Copied before it ends (Moved,

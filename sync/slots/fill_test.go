@@ -26,6 +26,7 @@ func TestFill(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
+		prev        string
 		table       string
 		pods        []slots.Pod
 		handoffs    []v1alpha1.Handoff
@@ -62,9 +63,23 @@ func TestFill(t *testing.T) {
 		pods:     []slots.Pod{ready("a", "10.0.0.1"), ready("c", "10.0.0.3")},
 		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
 	}, {
-		name:     "the successor is not Ready: it stays NotReady",
-		table:    "a@10.0.0.1:Serving c@10.0.0.3:NotReady",
+		// A readiness blip of the successor under the copy's load: the
+		// leaving Pod still serves the keys.
+		name:        "the successor is not Ready: the leaving Pod still serves the slot",
+		table:       "a@10.0.0.1:Serving c@10.0.0.3:NotReady",
+		handoffs:    []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:     "the leaving Pod is not Ready (lost with its node): the slot goes to its successor",
+		pods:     []slots.Pod{ready("a", "10.0.0.1"), {Name: "b", IP: "10.0.0.2", Leaving: true, LeavingSince: now.Add(-5 * time.Second)}, ready("c", "10.0.0.3")},
 		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", nil)},
+	}, {
+		// An agent that restarted between the copy's end and the done
+		// marker copies again, and reports Copying: the status had
+		// served the slot from c already.
+		name:     "the status served the slot from the successor: never Filling again",
+		prev:     "a@10.0.0.1:Serving c@10.0.0.3:Serving",
+		handoffs: []v1alpha1.Handoff{replacedBy("c", "10.0.0.3", ended(v1alpha1.HandoffCopying, "c"))},
 	}, {
 		name:     "the entry names another Pod than the slot's",
 		handoffs: []v1alpha1.Handoff{replacedBy("d", "10.0.0.4", nil)},
@@ -85,8 +100,11 @@ func TestFill(t *testing.T) {
 			}
 			assigned := table(t, tt.table)
 			want := show(assigned)
-			cell := slots.Cell{Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			if tt.prev == "" {
+				tt.prev = "a@10.0.0.1:Serving b@10.0.0.2:Serving"
+			}
+			cell := slots.Cell{Prev: table(t, tt.prev), Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
 			got := tables[0][1]
 			if filling := got.State == v1alpha1.SlotFilling; filling != tt.wantFilling {
 				t.Fatalf("slot 1 is %s; want Filling %t", show(tables[0]), tt.wantFilling)
@@ -175,7 +193,7 @@ func TestFillGrowth(t *testing.T) {
 			assigned := table(t, tt.table)
 			want := show(assigned)
 			cell := slots.Cell{Assigned: slots.Assignment{Slots: assigned}, Pods: pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
 			if got := len(v1alpha1.Listed(tables[0])); got != tt.wantListed {
 				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.wantListed)
 			}
@@ -270,6 +288,14 @@ func TestFillShrink(t *testing.T) {
 		handoffs: []v1alpha1.Handoff{replacedB(v1alpha1.HandoffCopying), movedD(v1alpha1.HandoffCopied)},
 		want:     "a@10.0.0.1:Serving d@10.0.0.4:Filling<b c@10.0.0.3:Serving d@10.0.0.4:Removing", wantPending: 32 * time.Second,
 	}, {
+		// Assign lists d's slot, above size, until d's deletion settles:
+		// the copy must hash over the slots kept.
+		name:     "a slot above size Assign still lists, its Pod leaving, is Removing",
+		table:    "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Leaving",
+		pods:     last,
+		handoffs: []v1alpha1.Handoff{removedD("")},
+		want:     "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Removing",
+	}, {
 		name:     "both copied: the scale-down switches at once",
 		table:    "a@10.0.0.1:Serving d@10.0.0.4:Serving c@10.0.0.3:Serving",
 		pods:     middle,
@@ -285,7 +311,7 @@ func TestFillShrink(t *testing.T) {
 			assigned := table(t, tt.table)
 			was := show(assigned)
 			cell := slots.Cell{Prev: prev, Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Bound: bound, Now: tt.now})
+			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: 3, Bound: bound, Now: tt.now})
 			var got []string
 			for _, e := range tables[0] {
 				s := e.Pod + "@" + e.IP + ":" + string(e.State)
@@ -305,6 +331,67 @@ func TestFillShrink(t *testing.T) {
 			}
 			if got := show(assigned); got != was {
 				t.Errorf("Fill changed the table it was given: %s, was %s", got, was)
+			}
+		})
+	}
+}
+
+// TestFillShrinkRun checks a scale-down of two slots whose lower one's
+// copy ended first: the run stays listed while the other one copies, and
+// goes once both ended.
+func TestFillShrinkRun(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	gone := func(name, ip string) slots.Pod {
+		p := leaving(name, ip)
+		p.LeavingSince = now.Add(-5 * time.Second)
+		return p
+	}
+	pods := []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), ready("c", "10.0.0.3"), gone("d", "10.0.0.4"), gone("e", "10.0.0.5")}
+	removed := func(pod, ip string, st v1alpha1.HandoffState) v1alpha1.Handoff {
+		return v1alpha1.Handoff{Pod: pod, IP: ip, Reason: v1alpha1.HandoffRemoved, Progress: &v1alpha1.HandoffProgress{State: st}}
+	}
+	prev := table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving d@10.0.0.4:Serving e@10.0.0.5:Serving")
+	for _, tt := range []struct {
+		name   string
+		d, e   v1alpha1.HandoffState
+		listed int
+	}{
+		{name: "both copying", d: v1alpha1.HandoffCopying, e: v1alpha1.HandoffCopying, listed: 5},
+		{name: "the lower one done, the other copying: both stay", d: v1alpha1.HandoffDone, e: v1alpha1.HandoffCopying, listed: 5},
+		{name: "both done: both go", d: v1alpha1.HandoffDone, e: v1alpha1.HandoffDone, listed: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cell := slots.Cell{Prev: prev, Assigned: slots.Assignment{Slots: table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving")}, Pods: pods}
+			tables, _ := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Size: 3, Bound: 37 * time.Second, Now: now,
+				Handoffs: []v1alpha1.Handoff{removed("d", "10.0.0.4", tt.d), removed("e", "10.0.0.5", tt.e)}})
+			if got := len(v1alpha1.Listed(tables[0])); got != tt.listed {
+				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.listed)
+			}
+		})
+	}
+}
+
+// TestFillGrowthListedStays checks that added slots the status listed are
+// not Adding again when a Grown copy starts over (its agent restarted
+// between Copied and Done) and reports Copying.
+func TestFillGrowthListedStays(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	assigned := table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving")
+	h := v1alpha1.Handoff{Pod: "a", IP: "10.0.0.1", Reason: v1alpha1.HandoffGrown, Slot: ptr32(2), To: "c", Progress: &v1alpha1.HandoffProgress{State: v1alpha1.HandoffCopying}}
+	for _, tt := range []struct {
+		name, prev string
+		want       int
+	}{
+		{name: "the status had the added slot Adding", prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Adding", want: 2},
+		{name: "the status listed it", prev: "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving", want: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ready("c", "10.0.0.3")
+			c.ReadySince = now.Add(-time.Second)
+			cell := slots.Cell{Prev: table(t, tt.prev), Assigned: slots.Assignment{Slots: assigned}, Pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), c}}
+			tables, _ := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: []v1alpha1.Handoff{h}, Size: 3, Bound: 37 * time.Second, Now: now})
+			if got := len(v1alpha1.Listed(tables[0])); got != tt.want {
+				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.want)
 			}
 		})
 	}

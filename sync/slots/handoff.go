@@ -212,8 +212,9 @@ func toHolder(h v1alpha1.Handoff, table []v1alpha1.Slot) v1alpha1.Handoff {
 // came would take several passes over every source (3 → 6 would dump
 // each source three times, and the items of slots that served late
 // would be missed by the earlier passes). Until then the entry is
-// listed without To, and nothing is copied; the added slots' keys miss
-// meanwhile, as they would without keepWarm. The cost of waiting: a key
+// listed without To, and nothing is copied; the added slots are not
+// listed meanwhile (Fill: Adding), so their keys stay where they were. The
+// cost of waiting: a key
 // of an added slot deleted or expired on its source while the last added
 // Pod was starting is still there for the copy, which brings its older
 // value back onto the added slot (add mode keeps a newer one that

@@ -681,7 +681,7 @@ func (w *world) compute(copy object) (status, time.Duration) {
 	st.handoffs = slots.Handoffs(in)
 	// Make before break, as the hook marks the tables (the bound of a
 	// 64 MiB keepWarm Pod: 10 + 32 - 2 - 2 s).
-	tables, filling := slots.Fill(slots.FillInput{Cells: in.Cells, Handoffs: st.handoffs, Bound: 38 * time.Second, Now: w.now})
+	tables, filling := slots.Fill(slots.FillInput{Cells: in.Cells, Handoffs: st.handoffs, Size: copy.size, Bound: 38 * time.Second, Now: w.now})
 	wait(filling)
 	for i, c := range in.Cells {
 		st.assigned[c.Zone] = c.Assigned.Slots

@@ -523,8 +523,12 @@ func (r *replay) table() []v1alpha1.Slot {
 			p := r.named(h.pod)
 			e.Pod, e.IP = p.Name, p.IP
 			switch {
-			case p.Leaving:
+			case p.Leaving && p.Ready:
 				e.State = v1alpha1.SlotLeaving
+			case p.Leaving:
+				// Not served: it stopped answering before it began to
+				// leave (or its node is gone).
+				e.State = v1alpha1.SlotNotReady
 			case p.canServe():
 				e.State = v1alpha1.SlotServing
 			default:

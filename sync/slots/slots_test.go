@@ -104,6 +104,14 @@ func TestAssign(t *testing.T) {
 		pods: []slots.Pod{ready("a", "10.0.0.1"), leaving("b", "10.0.0.2"), ready("c", "10.0.0.3"), notReady("d", "10.0.0.4")},
 		want: "a@10.0.0.1:Serving b@10.0.0.2:Leaving c@10.0.0.3:Serving",
 	}, {
+		// Leaving slots are served until their Pod stops; one that
+		// stopped answering first is not.
+		name: "a terminating Pod that is not Ready is not served: NotReady",
+		prev: "a@10.0.0.1:Serving b@10.0.0.2:NotReady",
+		size: 2,
+		pods: []slots.Pod{ready("a", "10.0.0.1"), {Name: "b", IP: "10.0.0.2", Leaving: true}},
+		want: "a@10.0.0.1:Serving b@10.0.0.2:NotReady",
+	}, {
 		name: "a replacement takes the slot of the Pod it replaces",
 		prev: "a@10.0.0.1:Serving b@10.0.0.2:Leaving c@10.0.0.3:Serving",
 		size: 3,

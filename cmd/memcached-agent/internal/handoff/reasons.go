@@ -276,7 +276,7 @@ func (r *Runner) refill(h v1alpha1.Handoff) (route, error) {
 	s, to, toIP, _ := h.Refilled()
 	slot := int(s)
 	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
+		table := v1alpha1.Kept(r.table(h.Zone))
 		if slot >= len(table) || slots.Place([]byte(key), len(table)) != slot {
 			return destination{stay: true}, false
 		}
@@ -298,7 +298,7 @@ func (r *Runner) added(h v1alpha1.Handoff) (route, error) {
 	firstAdded, _ := h.FirstAdded()
 	first := int(firstAdded)
 	return func(key string) (destination, bool) {
-		table := r.table(h.Zone)
+		table := v1alpha1.Kept(r.table(h.Zone))
 		if len(table) == 0 {
 			return destination{stay: true}, false
 		}
