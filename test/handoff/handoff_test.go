@@ -79,7 +79,9 @@ type cluster struct {
 	reportFiles []string // each agent's reports
 	agent       *dataplane.Agent
 	proxy       *dataplane.Proxy
-	next        int
+	// proxyAgent is the agent beside the proxy: it may copy too.
+	proxyAgent *dataplane.Agent
+	next       int
 	// observed are children the next sync observes beside the agent's
 	// ConfigMap, and synced, when set, sees every status published: the
 	// stable names' test applies the hook's Service and EndpointSlice
@@ -117,7 +119,7 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 	if proxyIP != "" {
 		// The agent beside the proxy, as the hook writes it.
 		k.proxy = dataplane.StartProxy(t, proxyIP, k.c.ProxySetup(t))
-		dataplane.StartAgent(t, append(k.proxy.AgentArgs(), k.follow()...)...)
+		k.proxyAgent = dataplane.StartAgent(t, append(k.proxy.AgentArgs(), k.follow()...)...)
 		if !testutil.Poll(10*time.Second, func() bool {
 			b, err := os.ReadFile(k.proxy.PoolFile)
 			return err == nil && string(b) == dataplane.ExpectedPool(k.c.Status().SlotTable)
