@@ -727,6 +727,14 @@ type SlotTable struct {
 	// +optional
 	Version int64 `json:"version"`
 
+	// ProxyVersion is, with spec.proxy, the highest version of this table
+	// that every live proxy Pod has loaded, as the agent beside each asked
+	// its proxy (not assumed from the pool file it wrote); 0 while one
+	// has not said. A hand-off takes the proxies' clients as moved to a
+	// slot's new Pod once it reaches the version that moved them.
+	// +optional
+	ProxyVersion int64 `json:"proxyVersion,omitempty"`
+
 	// Slots are the slots in order, one entry per slot from 0: as many as
 	// spec.size, and for a while more when a scale-down waits for Pods to
 	// leave.
