@@ -91,8 +91,13 @@ func TestCurlRequests(t *testing.T) {
 	}{
 		{"customize.json", "customize", func(t *testing.T, raw []byte) {
 			rules := testutil.At(testutil.DecodeObject(t, raw), "relatedResources").([]any)
-			if len(rules) != 1 || testutil.GetString(rules[0], "resource") != "pods" || testutil.GetString(rules[0], "namespace") != "cache" {
-				t.Errorf("customize answer = %s, want one rule for the Pods of namespace cache", raw)
+			if len(rules) != 2 {
+				t.Fatalf("customize answer = %s, want two rules (the memcached Pods, the proxies')", raw)
+			}
+			for _, r := range rules {
+				if testutil.GetString(r, "resource") != "pods" || testutil.GetString(r, "namespace") != "cache" {
+					t.Errorf("customize answer = %s, want rules for the Pods of namespace cache", raw)
+				}
 			}
 		}},
 		{"sync-new.json", "sync", func(t *testing.T, raw []byte) {

@@ -45,8 +45,8 @@ func FuzzSync(f *testing.F) {
 					RelatedResources *[]json.RawMessage `json:"relatedResources"`
 				}
 				testutil.StrictDecode(t, b, &a)
-				if a.RelatedResources == nil || len(*a.RelatedResources) != 1 {
-					t.Fatalf("customize answer without its one rule: %s", b)
+				if a.RelatedResources == nil || len(*a.RelatedResources) != 2 {
+					t.Fatalf("customize answer without its two rules (memcached's Pods, the proxies'): %s", b)
 				}
 			} else {
 				checkRequestError(t, err)

@@ -188,19 +188,21 @@ func checkCustomize(t *testing.T, got []byte, name, namespace string) {
 	if err := json.Unmarshal(got, &resp); err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.RelatedResources) != 1 {
-		t.Fatalf("got %d related resource rules, want 1", len(resp.RelatedResources))
+	if len(resp.RelatedResources) != 2 {
+		t.Fatalf("got %d related resource rules, want 2 (memcached's Pods, the proxies')", len(resp.RelatedResources))
 	}
-	r := resp.RelatedResources[0]
-	if r.APIVersion != "v1" || r.Resource != "pods" || r.Namespace != namespace {
-		t.Errorf("rule is %s %s in %q, want v1 pods in %q", r.APIVersion, r.Resource, r.Namespace, namespace)
-	}
-	want := map[string]string{"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": name}
-	if r.LabelSelector == nil {
-		t.Fatal("rule has no labelSelector")
-	}
-	if diff := cmp.Diff(r.LabelSelector.MatchLabels, want); diff != "" {
-		t.Errorf("rule's matchLabels (-got +want):\n%s", diff)
+	for i, app := range []string{"memcached", "memcached-proxy"} {
+		r := resp.RelatedResources[i]
+		if r.APIVersion != "v1" || r.Resource != "pods" || r.Namespace != namespace {
+			t.Errorf("rule %d is %s %s in %q, want v1 pods in %q", i, r.APIVersion, r.Resource, r.Namespace, namespace)
+		}
+		want := map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/instance": name}
+		if r.LabelSelector == nil {
+			t.Fatalf("rule %d has no labelSelector", i)
+		}
+		if diff := cmp.Diff(r.LabelSelector.MatchLabels, want); diff != "" {
+			t.Errorf("rule %d's matchLabels (-got +want):\n%s", i, diff)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
+	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/metacontroller"
 )
 
@@ -26,7 +27,12 @@ type observed struct {
 	managed     map[string]bool                     // the child kinds the CompositeController manages
 	names       map[string]bool                     // the observed children, as kind key + "/" + name
 	reports     map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
-	finalizing  bool
+	// proxies are the proxy tier's live Pods (not terminating), sorted by
+	// name; proxyReports, what the agent beside each said its proxy
+	// loaded, by Pod name (contract.ProxyReportKey).
+	proxies      []metacontroller.Pod
+	proxyReports map[string]contract.ProxyReport
+	finalizing   bool
 }
 
 // deploymentState is the observed Deployment's spec and status, as far as
@@ -51,14 +57,25 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	name := req.Parent.Name
 	if c, ok := findChild(req.Children[ConfigMapKey], agentName(name)); ok {
 		obs.reports = readReports(c)
+		obs.proxyReports = readProxyReports(c)
 	}
 	for _, c := range req.Children[DeploymentKey] {
 		obs.deployments[c.Metadata.Name] = readDeployment(c)
 	}
 	obs.deployment = obs.deployments[name]
 	want := labelList(SelectorLabels(name))
+	wantProxy := labelList(ProxySelectorLabels(name))
 	live := make([]metacontroller.Pod, 0, len(req.Pods))
 	for _, pod := range req.Pods {
+		// The proxy tier's Pods (the customize hook asks for them too)
+		// count only for what their proxies loaded; a terminating one
+		// has no new clients, and its own go with it.
+		if pod.Metadata.Namespace == req.Parent.Namespace && hasLabels(pod.Metadata.Labels, wantProxy) {
+			if pod.Metadata.DeletionTimestamp == nil && pod.Status.Phase != string(corev1.PodFailed) && pod.Status.Phase != string(corev1.PodSucceeded) {
+				obs.proxies = append(obs.proxies, pod)
+			}
+			continue
+		}
 		// Finished (evicted, completed) Pods are gone for good, and Pods
 		// of another Memcached are none of its business.
 		if pod.Status.Phase == string(corev1.PodFailed) || pod.Status.Phase == string(corev1.PodSucceeded) ||
@@ -75,7 +92,7 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 		}
 		live = append(live, pod)
 	}
-	obs.pods, obs.leaving = sortedByName(live), sortedByName(obs.leaving)
+	obs.pods, obs.leaving, obs.proxies = sortedByName(live), sortedByName(obs.leaving), sortedByName(obs.proxies)
 	return obs
 }
 
@@ -198,6 +215,26 @@ func readReports(c metacontroller.Child) map[string]v1alpha1.HandoffProgress {
 		var r v1alpha1.HandoffProgress
 		if json.Unmarshal([]byte(raw), &r) == nil && r.State != "" {
 			out[key] = r
+		}
+	}
+	return out
+}
+
+// readProxyReports reads what the agent beside each proxy reported its
+// proxy loaded, by the proxy Pod's name. One that does not decode is left
+// out, as if not said yet.
+func readProxyReports(c metacontroller.Child) map[string]contract.ProxyReport {
+	var out map[string]contract.ProxyReport
+	for key, raw := range c.Data {
+		pod, ok := contract.ParseProxyReportKey(key)
+		if !ok {
+			continue
+		}
+		if r, err := contract.DecodeProxyReport(raw); err == nil {
+			if out == nil {
+				out = map[string]contract.ProxyReport{}
+			}
+			out[pod] = r
 		}
 	}
 	return out

@@ -308,7 +308,56 @@ func proxyDeployment(d *desire, zone string) any {
 func (proxy) report(pl *plan, st *v1alpha1.MemcachedStatus) {
 	if pl.spec == nil {
 		st.ProxyEndpoint = pl.p.Status.ProxyEndpoint
+		keepProxyVersions(pl.p.Status, st)
 		return
 	}
 	st.ProxyEndpoint = pl.obs.serviceEndpoint(pl.p, proxyEnabled(pl.spec), proxyName(pl.p.Name), Port)
+	if !proxyEnabled(pl.spec) {
+		return
+	}
+	if len(st.Zones) == 0 {
+		st.SlotTable.ProxyVersion = proxyVersion(pl.obs, "", st.SlotTable.Version)
+	}
+	for i := range st.Zones {
+		t := &st.Zones[i].SlotTable
+		t.ProxyVersion = proxyVersion(pl.obs, st.Zones[i].Name, t.Version)
+	}
+}
+
+// keepProxyVersions keeps what the status said the proxies loaded, for an
+// invalid spec (whose proxy tier is kept as observed), never above a
+// table's version.
+func keepProxyVersions(prev v1alpha1.MemcachedStatus, st *v1alpha1.MemcachedStatus) {
+	st.SlotTable.ProxyVersion = min(prev.SlotTable.ProxyVersion, st.SlotTable.Version)
+	for i := range st.Zones {
+		for _, z := range prev.Zones {
+			if z.Name == st.Zones[i].Name {
+				st.Zones[i].SlotTable.ProxyVersion = min(z.SlotTable.ProxyVersion, st.Zones[i].SlotTable.Version)
+			}
+		}
+	}
+}
+
+// proxyVersion is the highest version of zone's table (version, "" without
+// zones) that every proxy has loaded, as the agents beside them reported
+// (status.slotTable.proxyVersion): the lowest they said, never above the
+// table's own. A Ready proxy that has not said counts as having loaded
+// nothing; one that is not Ready and has not said has no clients yet (its
+// Pod is Ready only once its proxy loaded a pool) and is left out. With no
+// proxy to ask, 0: a copy then waits its bound rather than take clients
+// nobody confirmed as moved.
+func proxyVersion(obs observed, zone string, version int64) int64 {
+	lowest, asked := version, false
+	for _, pod := range obs.proxies {
+		r, said := obs.proxyReports[pod.Metadata.Name]
+		if !said && !podReady(pod) {
+			continue
+		}
+		asked = true
+		lowest = min(lowest, r.Loaded[zone])
+	}
+	if !asked {
+		return 0
+	}
+	return lowest
 }

@@ -59,7 +59,9 @@ type Answer struct {
 
 // Customize answers the customize hook: send the parent's Pods along with it,
 // chosen by the labels the Deployment puts on its Pod template, in the
-// parent's namespace only.
+// parent's namespace only, and its proxy tier's Pods (whatever the spec
+// says, so that turning the proxy on needs no new answer here): the status
+// says which pool every live proxy loaded (proxyVersion).
 func Customize(req *metacontroller.CustomizeRequest) (*metacontroller.CustomizeResponse, error) {
 	if err := checkParent(req.Parent); err != nil {
 		return nil, err
@@ -69,6 +71,11 @@ func Customize(req *metacontroller.CustomizeRequest) (*metacontroller.CustomizeR
 		Resource:      "pods",
 		Namespace:     req.Parent.Namespace,
 		LabelSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(req.Parent.Name)},
+	}, {
+		APIVersion:    "v1",
+		Resource:      "pods",
+		Namespace:     req.Parent.Namespace,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: ProxySelectorLabels(req.Parent.Name)},
 	}}}, nil
 }
 
