@@ -50,7 +50,23 @@ func (c *handoffSink) Offer(_ string, m *v1alpha1.Memcached) {
 	if c.kube != nil {
 		c.kube.SetUID(m.UID)
 	}
+	c.runner.UpdateClients(clientsOf(m))
 	c.runner.UpdateZones(m.Status.Handoffs, m.Status.Tables())
+}
+
+// clientsOf is what the Memcached says of its clients: which of them
+// confirm a switch (the proxies, status.slotTable.proxyVersion), which
+// get a clock, and each zone's table versions.
+func clientsOf(m *v1alpha1.Memcached) handoff.Clients {
+	c := handoff.Clients{Proxies: m.Spec.ProxyOn(), Clock: m.Spec.ClockClients(),
+		Versions: map[string]int64{}, ProxyVersions: map[string]int64{}}
+	if len(m.Status.Zones) == 0 {
+		c.Versions[""], c.ProxyVersions[""] = m.Status.SlotTable.Version, m.Status.SlotTable.ProxyVersion
+	}
+	for _, z := range m.Status.Zones {
+		c.Versions[z.Name], c.ProxyVersions[z.Name] = z.SlotTable.Version, z.SlotTable.ProxyVersion
+	}
+	return c
 }
 
 // Refuse does nothing: a status that cannot be read leaves the copies as

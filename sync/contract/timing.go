@@ -52,6 +52,17 @@ const (
 	ClientMove            = 2 * time.Second
 	ClientMoveStableNames = 40 * time.Second
 
+	// ProxyConfirm bounds how long a copy waits, once the table moved a
+	// slot's clients, for every proxy to confirm it loaded the pool that
+	// moved them (status.slotTable.proxyVersion), before it takes them as
+	// moved all the same: a proxy that never confirms (its agent down, a
+	// report that cannot be written) must not hold a leaving Pod or a
+	// Grown copy's second pass. A healthy proxy confirms within about 3 s:
+	// its poll and its cron (a second each), its agent's report, a sync;
+	// 6 s is twice that, and keeps the fixed costs within the shortest
+	// handoffSeconds (TestTimings).
+	ProxyConfirm = 6 * time.Second
+
 	// PreStopSleep keeps a terminating memcached Pod serving while
 	// endpoints drop it: memcached exits at once on SIGTERM.
 	PreStopSleep = 10 * time.Second

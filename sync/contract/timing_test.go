@@ -14,7 +14,9 @@ import (
 // before the grace period ends.
 func TestTimings(t *testing.T) {
 	second := time.Second // the grain events are stamped with
-	fixed := contract.Settle + second + contract.ClientMove + contract.MaxCatchUp
+	// A copy waits for clients ClientMove, or, with the proxy tier, for
+	// the proxies' confirmation, at most ProxyConfirm.
+	fixed := contract.Settle + second + max(contract.ClientMove, contract.ProxyConfirm) + contract.MaxCatchUp
 	shortest := contract.PreStopSleep + v1alpha1.MinHandoffSeconds*time.Second
 	byDefault := contract.PreStopSleep + contract.SlotWait
 	checks := []struct {
@@ -35,6 +37,8 @@ func TestTimings(t *testing.T) {
 		{"the client moves are within spec.rollout.clientMoveSeconds' bounds",
 			contract.ClientMove <= contract.ClientMoveStableNames && contract.ClientMoveStableNames <= v1alpha1.MaxClientMoveSeconds*time.Second},
 		{"the copy rate is positive", contract.CopyMiBPerSecond > 0},
+		{"a proxy's confirmation (its poll, its cron, a report, a sync) gets longer than the clock it replaces",
+			contract.ProxyConfirm > contract.ClientMove},
 	}
 	// The Pod templates and the flags carry them in whole seconds.
 	for _, d := range []time.Duration{contract.Settle, contract.ClientMove, contract.ClientMoveStableNames, contract.PreStopSleep,

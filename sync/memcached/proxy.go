@@ -70,9 +70,7 @@ const (
 
 // proxyEnabled tells whether the proxy tier runs: asked for, or with
 // zones, whose one address it is.
-func proxyEnabled(s *v1alpha1.MemcachedSpec) bool {
-	return (s.Proxy != nil && s.Proxy.Enabled) || zoned(s)
-}
+func proxyEnabled(s *v1alpha1.MemcachedSpec) bool { return s.ProxyOn() }
 
 // proxySpec is spec.proxy, empty when zones turned the proxy on alone.
 func proxySpec(s *v1alpha1.MemcachedSpec) *v1alpha1.ProxySpec {

@@ -86,3 +86,19 @@ func (st *MemcachedStatus) Tables() map[string][]Slot {
 	}
 	return out
 }
+
+// ProxyOn tells whether the Memcached runs the proxy tier: asked for
+// (spec.proxy.enabled), or with zones, whose one address it is. The hook
+// builds the tier by it, and the agent waits for the proxies to confirm a
+// switch by it.
+func (s *MemcachedSpec) ProxyOn() bool {
+	return (s.Proxy != nil && s.Proxy.Enabled) || s.Zones != nil
+}
+
+// ClockClients tells whether clients that confirm nothing follow the slot
+// tables: Auto Discovery's (spec.discovery) poll, stable names' DNS
+// (spec.stableNames), or, without the proxy tier, whatever clients the
+// Memcached has. A copy gives them ClientMove once the table moved them.
+func (s *MemcachedSpec) ClockClients() bool {
+	return !s.ProxyOn() || (s.Discovery != nil && s.Discovery.Enabled) || (s.StableNames != nil && s.StableNames.Enabled)
+}

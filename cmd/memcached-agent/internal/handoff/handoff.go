@@ -92,6 +92,29 @@ type Options struct {
 	// ReportLinger is how long a report stays after its entry left the
 	// status (contract.ReportLinger).
 	ReportLinger time.Duration
+	// ProxyConfirm bounds the wait for every proxy to confirm a switch
+	// (contract.ProxyConfirm).
+	ProxyConfirm time.Duration
+}
+
+// Clients is what the followed status says of the Memcached's clients,
+// for a copy's wait once the table moved them to the keys' new place
+// (Runner.waitClients). A Runner that was never given one waits
+// ClientMove, as every client's clock.
+type Clients struct {
+	// Proxies: the proxy tier is on. Its clients have moved once every
+	// proxy confirmed loading the table version that moved them
+	// (ProxyVersions), asked of the proxy itself by the agent beside it,
+	// or Options.ProxyConfirm passed.
+	Proxies bool
+	// Clock: clients that confirm nothing follow the tables too (Auto
+	// Discovery's poll, stable names' DNS): they get ClientMove, their
+	// documented wait.
+	Clock bool
+	// Versions are each zone's table version ("" without zones), and
+	// ProxyVersions what every proxy has loaded of it
+	// (status.slotTable.proxyVersion).
+	Versions, ProxyVersions map[string]int64
 }
 
 // testHooks let a test watch or change what a copy does. They are not
@@ -141,6 +164,9 @@ func (o Options) withDefaults() Options {
 	if o.ForwardKeys == 0 {
 		o.ForwardKeys = 10000
 	}
+	if o.ProxyConfirm == 0 {
+		o.ProxyConfirm = contract.ProxyConfirm
+	}
 	if o.ReportLinger == 0 {
 		o.ReportLinger = contract.ReportLinger
 	}
@@ -162,6 +188,9 @@ type Runner struct {
 	tables atomic.Pointer[map[string][]v1alpha1.Slot]
 	// changed is closed, and replaced, when tables change (waitSwitch).
 	changed atomic.Pointer[chan struct{}]
+	// clients is what the last status said of the clients (UpdateClients);
+	// nil until one did.
+	clients atomic.Pointer[Clients]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -220,6 +249,11 @@ func jobID(h v1alpha1.Handoff) string {
 func (r *Runner) Update(handoffs []v1alpha1.Handoff, table []v1alpha1.Slot) {
 	r.UpdateZones(handoffs, map[string][]v1alpha1.Slot{"": table})
 }
+
+// UpdateClients records what a status says of the clients, before
+// UpdateZones gives the Runner that status's tables (which wakes the
+// waits).
+func (r *Runner) UpdateClients(c Clients) { r.clients.Store(&c) }
 
 // UpdateZones is Update for a status with a slot table per zone
 // (MemcachedStatus.Tables): each hand-off routes by its zone's.

@@ -245,7 +245,7 @@ func (j *copyJob) settleRefill(ctx context.Context) error {
 	if j.rs.settle != settleAfterFlush {
 		return nil
 	}
-	return j.r.waitClients(ctx, j.log, "waiting for clients to move to the Pod to fill")
+	return j.r.waitClients(ctx, j.log, "waiting for clients to move to the Pod to fill", j.h.Zone, j.r.version(j.h.Zone))
 }
 
 // finish marks a copy that ended well finished on the source (and, for a
@@ -298,10 +298,11 @@ func (j *copyJob) removeAfterListed(rt route) error {
 	defer wg.Wait()
 	defer stop(nil)
 	wg.Go(func() { r.holdLock(ctx, stop, j.source, j.log) })
-	if err := r.waitSwitch(ctx, j.h, j.rs); err != nil {
+	at, err := r.waitSwitch(ctx, j.h, j.rs)
+	if err != nil {
 		return err
 	}
-	if err := r.waitClients(ctx, j.log, "clients are given the keys' new places: waiting for them to move"); err != nil {
+	if err := r.waitClients(ctx, j.log, "clients are given the keys' new places: waiting for them to move", j.h.Zone, at); err != nil {
 		return err
 	}
 	if j.fw != nil {
@@ -324,7 +325,7 @@ func (j *copyJob) removeAfterListed(rt route) error {
 	start, cnt := r.opts.Now(), &counts{}
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: cnt,
 		remove: !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove}
-	err := cp.run(ctx, r.opts.Retries)
+	err = cp.run(ctx, r.opts.Retries)
 	// What the second pass handed on was written on the source since the
 	// first read it, and not forwarded: it counts as handed on.
 	j.cnt.items.Add(cnt.items.Load())
@@ -350,10 +351,11 @@ func (j *copyJob) markDoneAfterSwitch() {
 	if j.rs.settle != settleBeforeDone {
 		return
 	}
-	if err := j.r.waitSwitch(j.ctx, j.h, j.rs); err != nil {
+	at, err := j.r.waitSwitch(j.ctx, j.h, j.rs)
+	if err != nil {
 		return
 	}
-	if j.r.waitClients(j.ctx, j.log, "the slot serves its new Pod: waiting for clients to move to it") != nil {
+	if j.r.waitClients(j.ctx, j.log, "the slot serves its new Pod: waiting for clients to move to it", j.h.Zone, at) != nil {
 		return
 	}
 	if err := j.control(markDone); err != nil {

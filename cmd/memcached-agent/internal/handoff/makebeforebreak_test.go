@@ -195,3 +195,68 @@ func TestGrownMakeBeforeBreak(t *testing.T) {
 		t.Errorf("%d of %d moving keys on the new Pod are not their last acknowledged write, %d left on the source; want 0, 0", stale, keys, left)
 	}
 }
+
+// TestProxiesConfirm is a Replaced hand-off of a Memcached whose clients
+// are the proxies (no clock): once the table serves the new Pod, the done
+// marker waits for every proxy to confirm it loaded that table's version
+// (status.slotTable.proxyVersion), however long that takes, and follows
+// the confirmation; and a proxy that never confirms holds it only
+// ProxyConfirm.
+func TestProxiesConfirm(t *testing.T) {
+	tests := []struct {
+		name    string
+		confirm bool // the proxies confirm the switch
+	}{
+		{name: "the proxies confirm", confirm: true},
+		{name: "a proxy never confirms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const proxyConfirm = 6 * time.Second
+			src := startServer(t, nextIP(t), 64)
+			dst := startServer(t, nextIP(t), 64)
+			from := newClient(t, src.addr)
+			from.set("k", []byte("v"), 0, 0)
+
+			rec := newRecorder()
+			// ClientMove is long: with proxies alone, nobody waits for it.
+			r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: time.Hour, ProxyConfirm: proxyConfirm})
+			clients := func(version, loaded int64) {
+				r.UpdateClients(Clients{Proxies: true, Versions: map[string]int64{"": version}, ProxyVersions: map[string]int64{"": loaded}})
+			}
+			h := v1alpha1.Handoff{Pod: "cache-old", IP: src.ip, Reason: v1alpha1.HandoffReplaced, Slot: slot(0), To: "cache-new", ToIP: dst.ip}
+			filling := v1alpha1.Slot{Slot: 0, Pod: "cache-new", IP: dst.ip, State: v1alpha1.SlotFilling, From: "cache-old", FromIP: src.ip}
+			clients(10, 10)
+			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{filling})
+			if p := rec.final(t, "cache-old", 30*time.Second); p.State != v1alpha1.HandoffDone {
+				t.Fatalf("final report %+v, want Done", p)
+			}
+
+			// The switch, at version 11; the proxies still route by 10.
+			switched := time.Now()
+			clients(11, 10)
+			r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			if tt.confirm {
+				time.Sleep(proxyConfirm / 6)
+				if _, ok := from.get(contract.DoneKey); ok {
+					t.Fatal("the done marker was set before the proxies confirmed the switch")
+				}
+				clients(11, 11)
+				r.Update([]v1alpha1.Handoff{h}, []v1alpha1.Slot{serving(0, "cache-new", dst.ip)})
+			}
+			testutil.Eventually(t, 2*proxyConfirm, func() error {
+				if _, ok := from.get(contract.DoneKey); !ok {
+					return errors.New("no done marker on the source")
+				}
+				return nil
+			})
+			took := time.Since(switched)
+			if !tt.confirm && took < proxyConfirm {
+				t.Errorf("the done marker came %s after the switch, unconfirmed, before ProxyConfirm (%s)", took, proxyConfirm)
+			}
+			if tt.confirm && took >= proxyConfirm {
+				t.Errorf("the done marker came %s after the switch, confirmed, not before ProxyConfirm (%s)", took, proxyConfirm)
+			}
+		})
+	}
+}

@@ -178,18 +178,61 @@ func wanted(h v1alpha1.Handoff) bool {
 	return ok && rs.asks != nil && h.Pod != "" && rs.asks(h)
 }
 
-// waitClients waits ClientMove, if any, for clients to move to the slot's
-// new owner, or until ctx ends (its cause).
-func (r *Runner) waitClients(ctx context.Context, log *slog.Logger, msg string) error {
-	if r.opts.ClientMove <= 0 {
+// waitClients waits, once the table moved a hand-off's clients (its zone's
+// table at version at), for them to move: every proxy to confirm it loaded
+// that version (Clients.Proxies, bounded by Options.ProxyConfirm), and
+// ClientMove for clients that confirm nothing (Clients.Clock; every client
+// when the Runner was never told of them). It ends early when ctx ends
+// (its cause).
+func (r *Runner) waitClients(ctx context.Context, log *slog.Logger, msg, zone string, at int64) error {
+	start := time.Now()
+	c := r.clients.Load()
+	if c != nil && c.Proxies {
+		if err := r.waitProxies(ctx, log, zone, at); err != nil {
+			return err
+		}
+		if !c.Clock {
+			return nil
+		}
+	}
+	rest := r.opts.ClientMove - time.Since(start)
+	if rest <= 0 {
 		return nil
 	}
 	log.Debug(msg, "settle", r.opts.ClientMove)
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	case <-time.After(r.opts.ClientMove):
+	case <-time.After(rest):
 		return nil
+	}
+}
+
+// waitProxies waits until every proxy confirmed loading zone's table at
+// version at or later (status.slotTable.proxyVersion), or ProxyConfirm
+// passed: then it goes on as if they had, and says so. A proxy that
+// never confirms then still routes the keys to where the table had them
+// before, and sees errors for those of a leaving Pod once it stops, until
+// it loads the pool.
+func (r *Runner) waitProxies(ctx context.Context, log *slog.Logger, zone string, at int64) error {
+	timeout := time.NewTimer(r.opts.ProxyConfirm)
+	defer timeout.Stop()
+	start := time.Now()
+	for {
+		changed := r.changed.Load()
+		confirmed := r.clients.Load().ProxyVersions[zone]
+		if confirmed >= at {
+			log.Debug("every proxy loaded the pool that moved the clients", "zone", zone, "version", at, "waited", time.Since(start))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-*changed:
+		case <-timeout.C:
+			log.Warn("not every proxy confirmed the pool that moved the clients: taking them as moved", "zone", zone, "version", at, "confirmed", confirmed, "waited", r.opts.ProxyConfirm)
+			return nil
+		}
 	}
 }
 
@@ -207,20 +250,31 @@ func (r *Runner) dest(h v1alpha1.Handoff, s v1alpha1.Slot) (destination, bool) {
 }
 
 // waitSwitch waits until the table as statuses come moves clients off
-// the source of h to where its keys went (its reason's left), or ctx ends
-// (its cause).
-func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff, rs reason) error {
+// the source of h to where its keys went (its reason's left), and returns
+// the table's version then, or ctx ends (its cause).
+func (r *Runner) waitSwitch(ctx context.Context, h v1alpha1.Handoff, rs reason) (int64, error) {
 	for {
 		changed := r.changed.Load()
 		if rs.left(h, r.table(h.Zone)) {
-			return nil
+			return r.version(h.Zone), nil
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return 0, context.Cause(ctx)
 		case <-*changed:
 		}
 	}
+}
+
+// version is the version of a zone's table ("" without zones) as the last
+// status gave it (UpdateClients), 0 when none did. It is read once the
+// table is, and UpdateClients comes before UpdateZones: never older than
+// the table read.
+func (r *Runner) version(zone string) int64 {
+	if c := r.clients.Load(); c != nil {
+		return c.Versions[zone]
+	}
+	return 0
 }
 
 // table is the slot table of a zone ("" without zones) in the last status,
