@@ -179,10 +179,15 @@ func (pl *plan) planHandoffs(now time.Time) {
 // fillBound is how long after its deletion a leaving Pod's successor may
 // be filled before its slot moves with what it has (slots.Fill): the
 // preStop's first sleep and the time it serves, less the wait for
-// clients to move off it and the hook's own settling, so that they have
-// left it before its preStop ends.
+// clients to move off it (with the proxy tier, the proxies' confirmation
+// may take up to contract.ProxyConfirm) and the hook's own settling, so
+// that they have left it before its preStop ends.
 func fillBound(s *v1alpha1.MemcachedSpec) time.Duration {
-	return time.Duration(preStopSleepSeconds+servingSeconds(s)-clientMoveSeconds(s))*time.Second - contract.Settle
+	wait := clientMoveSeconds(s)
+	if s.ProxyOn() {
+		wait = max(wait, seconds(contract.ProxyConfirm))
+	}
+	return time.Duration(preStopSleepSeconds+servingSeconds(s)-wait)*time.Second - contract.Settle
 }
 
 // report gives the status's hand-offs (planHandoffs).

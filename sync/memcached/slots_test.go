@@ -269,6 +269,22 @@ func TestHandoffsThroughTheHook(t *testing.T) {
 		want:     "m-b:Replaced>m-c@1",
 		wantSlot: "m-c Serving from , served 10.0.0.3",
 	}, {
+		// 36 s after m-b's deletion: within 10 + 32 - 2 - 2 s.
+		name: "keepWarm, 36 s after the deletion: m-c is still filled",
+		f: fixture{spec: `{"size":2,"rollout":{"keepWarm":true}}`, kinds: kinds, deployment: convergedDeploy(2), slotTable: prev,
+			pods: []pod{pods[0], {name: "m-b", ready: true, deleting: true, deletedAgo: 36 * time.Second, ip: "10.0.0.2"}, pods[2]}},
+		want:     "m-b:Replaced>m-c@1",
+		wantSlot: "m-c Filling from m-b, served 10.0.0.2",
+	}, {
+		// With the proxy tier the bound leaves the proxies' confirmation
+		// (contract.ProxyConfirm, 6 s) before the preStop ends: past
+		// 10 + 32 - 6 - 2 s.
+		name: "keepWarm and the proxy, 36 s after the deletion: m-c serves with what it has",
+		f: fixture{spec: `{"size":2,"rollout":{"keepWarm":true},"proxy":{"enabled":true}}`, kinds: kinds, deployment: convergedDeploy(2), slotTable: prev,
+			pods: []pod{pods[0], {name: "m-b", ready: true, deleting: true, deletedAgo: 36 * time.Second, ip: "10.0.0.2"}, pods[2]}},
+		want:     "m-b:Replaced>m-c@1",
+		wantSlot: "m-c Serving from , served 10.0.0.3",
+	}, {
 		name:     "without keepWarm, no hand-off: m-c serves at once",
 		f:        fixture{spec: `{"size":2}`, kinds: kinds, deployment: convergedDeploy(2), pods: pods, slotTable: prev, children: []any{report}},
 		want:     "",
