@@ -35,6 +35,11 @@ type Cluster struct {
 	// Spec is the Memcached's spec, as JSON.
 	Spec string
 	Pods []Pod
+	// Proxies are the proxy tier's Pods (with a Zone, that zone's), as
+	// the customize hook has Metacontroller send them: the hook counts
+	// what each one's agent reported its proxy loaded. A proxy's Pod
+	// name is its agent's (Agent.Name).
+	Proxies []Pod
 	// Children are more observed children, as objects (the agent's
 	// ConfigMap with its reports, say).
 	Children []any
@@ -93,6 +98,24 @@ func (c *Cluster) syncOnce(t testing.TB) time.Duration {
 	}
 	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	pods := map[string]any{}
+	for _, p := range c.Proxies {
+		labels := memcached.ProxySelectorLabels(c.Name)
+		if p.Zone != "" {
+			labels[v1alpha1.LabelZone] = p.Zone
+		}
+		ready := "False"
+		if p.Ready {
+			ready = "True"
+		}
+		pods[c.Namespace+"/"+p.Name] = map[string]any{
+			"metadata": map[string]any{"name": p.Name, "namespace": c.Namespace, "labels": labels, "creationTimestamp": stamp(c.now)},
+			"status": map[string]any{
+				"phase":      "Running",
+				"podIP":      p.IP,
+				"conditions": []any{map[string]any{"type": "Ready", "status": ready, "lastTransitionTime": stamp(c.now)}},
+			},
+		}
+	}
 	for _, p := range c.Pods {
 		at := c.times[p.Name]
 		if at == nil {

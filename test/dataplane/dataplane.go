@@ -63,6 +63,9 @@ type Agent struct {
 	// Addr is the configuration endpoint's address, Admin the admin
 	// server's.
 	Addr, Admin string
+	// Name is its Pod's name (POD_NAME): the agent beside a proxy
+	// reports what its proxy loaded under it.
+	Name string
 	cmd         *exec.Cmd
 	out         *testutil.LockedBuffer
 	done        chan struct{}
@@ -107,7 +110,8 @@ func StartAgent(t testing.TB, args ...string) *Agent {
 	a.cmd = exec.Command(agentBinary(t), append([]string{"--admin-listen=127.0.0.1:0", "--log-format=json"}, args...)...)
 	// Each agent runs in a Pod of its own name, which names it in the
 	// hand-off's lock: two agents of one name would both hold it.
-	a.cmd.Env = append(os.Environ(), fmt.Sprintf("POD_NAME=agent-%d", agents.Add(1)))
+	a.Name = fmt.Sprintf("agent-%d", agents.Add(1))
+	a.cmd.Env = append(os.Environ(), "POD_NAME="+a.Name)
 	a.cmd.Stderr = a.out
 	stdout, err := a.cmd.StdoutPipe()
 	if err != nil {

@@ -132,6 +132,9 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 			t.Fatalf("the proxy does not route by its first pool: %v\n%s", err, k.proxy.Log())
 		}
 		k.table = k.c.Status().SlotTable
+		// The proxy's Pod is Ready: it routes by a pool. The hook counts
+		// what its agent reports it loaded (status.slotTable.proxyVersion).
+		k.c.Proxies = append(k.c.Proxies, dataplane.Pod{Name: k.proxyAgent.Name, IP: proxyIP, Ready: true})
 		t.Cleanup(k.switching.Wait)
 	}
 	return k

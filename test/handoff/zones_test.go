@@ -69,8 +69,10 @@ func newZoneCluster(t *testing.T, name, spec string, zones []string, size int, p
 			t.Fatalf("the hook's proxy Deployment of zone %s sets %s=%q", z, memcached.ProxyLocalZoneEnv, got)
 		}
 		p := dataplane.StartProxy(t, proxyIPs[z], setup)
-		agents = append(agents, dataplane.StartAgent(t, append(p.AgentArgs(), k.follow()...)...))
+		a := dataplane.StartAgent(t, append(p.AgentArgs(), k.follow()...)...)
+		agents = append(agents, a)
 		proxies[z] = p
+		k.c.Proxies = append(k.c.Proxies, dataplane.Pod{Name: a.Name, IP: proxyIPs[z], Zone: z, Ready: true})
 	}
 	for z, p := range proxies {
 		var got []byte
