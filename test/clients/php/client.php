@@ -8,8 +8,8 @@
 // OPT_LIBKETAMA_COMPATIBLE (consistent hashing, DISTRIBUTION_CONSISTENT,
 // ketama's MD5 points made from each server's "host:port" as written, so
 // from names, not addresses) over a static list; libmemcached resolves each
-// name with the system resolver when it connects. The timeouts are
-// client.mjs's (2 s).
+// name with the system resolver when it connects. The options are those
+// sync/api/v1alpha1/README.md (stable names) gives PHP users.
 //
 // It speaks test/clients/node/client.mjs's protocol: one JSON command a
 // line on stdin, one JSON answer a line on stdout:
@@ -42,6 +42,18 @@ $m->setOption(Memcached::OPT_CONNECT_TIMEOUT, 500);       // ms
 $m->setOption(Memcached::OPT_SEND_TIMEOUT, 500000);       // µs
 $m->setOption(Memcached::OPT_RECV_TIMEOUT, 500000);       // µs
 $m->setOption(Memcached::OPT_POLL_TIMEOUT, 500);          // ms
+// libmemcached keeps the address it resolved a name to and reconnects to
+// it (connect.cc, network_connect: it looks the name up again only once
+// every address it has failed), so when a leaving Pod's memcached stops,
+// the next request connects to that Pod's old address and fails. By
+// default that one failure puts the server in timeout
+// (OPT_SERVER_TIMEOUT_LIMIT 0; server.hpp,
+// memcached_mark_server_for_timeout) for OPT_RETRY_TIMEOUT, 2 s counted in
+// whole seconds: its keys answer "SERVER HAS FAILED AND IS DISABLED UNTIL
+// TIMED RETRY" for 2 to 3 s. With 2, the request after it looks the name
+// up again and reaches the successor; a server that fails twice in a row
+// is still put in timeout.
+$m->setOption(Memcached::OPT_SERVER_TIMEOUT_LIMIT, 2);
 $servers = [];
 foreach (explode(',', $argv[2]) as $spec) {
     $i = strrpos($spec, ':');

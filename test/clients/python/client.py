@@ -7,6 +7,17 @@ interpreter it is installed for). HashClient is set up as its users set it
 up: a static list of (host, port), rendezvous hashing on "host:port" as
 written (so on names, not addresses), each name resolved by the system
 resolver when a connection is made. The timeouts are client.mjs's (2 s).
+retry_timeout=0 is what sync/api/v1alpha1/README.md (stable names) gives
+HashClient users: when a leaving Pod's memcached stops, the request in
+flight on its connection fails with ECONNRESET, a socket.error, which
+HashClient answers by skipping the server for retry_timeout (1 s by
+default: every get of its keys returns the default, a miss, without
+trying; pymemcache 3.5.2's client/hash.py, _safely_run_func and
+_mark_failed_server). Its name already points at the successor, which the
+next connection reaches: with 0 the next request reconnects at once.
+retry_attempts (2) still marks a server that keeps failing dead. Sets
+are noreply, pymemcache's default (default_noreply): "ok" counts the sets
+written to a socket, not those memcached answered.
 
 It speaks test/clients/node/client.mjs's protocol: one JSON command a line
 on stdin, one JSON answer a line on stdout:
@@ -44,7 +55,7 @@ def main(argv):
     if len(argv) != 2 or argv[0] != "nodes":
         sys.stderr.write("usage: client.py nodes HOST:PORT[,HOST:PORT...]\n")
         return 2
-    client = HashClient([server(s) for s in argv[1].split(",")], connect_timeout=2, timeout=2)
+    client = HashClient([server(s) for s in argv[1].split(",")], connect_timeout=2, timeout=2, retry_timeout=0)
     for line in sys.stdin:
         cmd = json.loads(line)
         op = cmd["op"]
