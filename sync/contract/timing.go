@@ -13,13 +13,19 @@ import "time"
 //	                     for DoneKey on its own memcached
 //	t ≤ Settle + 1 s     the hook acts on the deletion once it settled (its
 //	                     stamp is to the second; sync/slots.Assign):
-//	                     a Ready Pod takes the slot, the status says Replaced
-//	+ ClientMove         the agent waits for clients to follow the slot to its
-//	                     new Pod (--handoff-settle), then copies
-//	+ the copy           which the default bound allows CopyMiBPerSecond for
+//	                     a Ready Pod takes the slot, the status says Replaced;
+//	                     the slot is Filling: clients are still served the
+//	                     leaving Pod (make before break)
+//	+ the copy           starts at once, the leaving Pod's writes forwarded;
+//	                     the default bound allows CopyMiBPerSecond for it
 //	                     (half the slowest rate measured)
-//	+ ≤ MaxCatchUp       the done marker waits for the forwarder to hand on
-//	                     what the source logged before the copy ended
+//	+ ≤ MaxCatchUp       the copy's end waits for the forwarder to hand on
+//	                     what the source logged before it
+//	+ a sync             the hook serves the slot from the new Pod
+//	+ ClientMove         the agent waits for clients to follow (--handoff-
+//	                     settle), or, with the proxy tier, for every proxy
+//	                     to confirm the pool, at most ProxyConfirm; then
+//	                     DoneKey
 //	preStop bound        PreStopSleep + handoffSeconds (by default SlotWait and
 //	                     a second for every CopyMiBPerSecond of maxMemoryMB, at
 //	                     least v1alpha1.MinHandoffSeconds; plus the client move
@@ -28,7 +34,8 @@ import "time"
 //	                     exit on SIGTERM
 //
 // So, in time: settle < client move < preStop bound < grace. The copy's
-// fixed costs (Settle, its second, ClientMove and MaxCatchUp) fit within the
+// fixed costs (Settle, its second, the longer of ClientMove and
+// ProxyConfirm, and MaxCatchUp) fit within the
 // shortest preStop bound the API allows, and within the default bound an
 // agent that died holding the copy's lock is waited out too (LockTTL, less
 // than SlotWait). TestTimings fails when a change breaks one of these.
