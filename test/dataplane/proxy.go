@@ -210,12 +210,13 @@ func (p *Proxy) AgentArgs() []string {
 
 // ExpectedPool is the pool file the agent must write for a slot table,
 // worked out here from the table alone (the tests' own reading of the
-// format proxy.lua takes): version, one line a slot in slot order (a
+// format proxy.lua takes): version, the tables line (the zone ""'s
+// version), one line a slot in slot order (a
 // Serving slot its address on memcached's port, any other the
 // placeholder 127.0.0.1:1 labelled _down_<slot>), end and the count; one
 // placeholder for a table with no slot.
 func ExpectedPool(table v1alpha1.SlotTable) string {
-	lines := []string{fmt.Sprintf("version %d", table.Version)}
+	lines := []string{fmt.Sprintf("version %d", table.Version), fmt.Sprintf("# tables =%d", table.Version)}
 	for i, e := range table.Slots {
 		if e.State == v1alpha1.SlotServing && e.IP != "" {
 			lines = append(lines, net.JoinHostPort(e.IP, fmt.Sprint(memcached.Port)))
@@ -223,7 +224,7 @@ func ExpectedPool(table v1alpha1.SlotTable) string {
 			lines = append(lines, fmt.Sprintf("127.0.0.1:1 _down_%d", i))
 		}
 	}
-	n := len(lines) - 1
+	n := len(lines) - 2
 	if n == 0 {
 		lines, n = append(lines, "127.0.0.1:1 _down_0"), 1
 	}
