@@ -129,7 +129,7 @@ func memcachedJSON(version int64, ips ...string) []byte {
 func TestRunHelp(t *testing.T) {
 	flags := []string{"version", "memcached", "namespace", "kubeconfig", "from-file", "file-poll-interval", "listen", "admin-listen",
 		"tls-cert-file", "tls-key-file", "client-ca-file", "tls-min-version", "max-connections", "idle-timeout", "shutdown-delay",
-		"shutdown-timeout", "log-level", "log-format", "report-file", "pool-file", "handoff-settle", "handoff-lock-ttl"}
+		"shutdown-timeout", "log-level", "log-format", "report-file", "pool-file", "proxy-addr", "handoff-settle", "handoff-lock-ttl"}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"memcached-agent", "--help"}, env(nil), &stdout, &stderr); err != nil {
 		t.Fatalf("run(--help) = %v", err)
