@@ -189,6 +189,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{name: "a kubeconfig without a cluster", args: []string{"--memcached=a", "--namespace=shop", "--kubeconfig=" + kubeconfig}, wantErr: "reaching the API server"},
 		{name: "lock TTL under 3s", args: []string{"--memcached=a", "--from-file=/x", "--handoff-lock-ttl=1s"}, wantErr: "--handoff-lock-ttl must be at least 3s"},
 		{name: "port out of range", args: []string{"--memcached=a", "--from-file=/x", "--listen=127.0.0.1:99999"}, wantErr: "99999"},
+		{name: "a proxy address without a port", args: []string{"--memcached=a", "--from-file=/x", "--pool-file=/x/pool", "--proxy-addr=localhost"}, wantErr: "--proxy-addr must be host:port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
