@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
+	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
+	"github.com/example/memcached-operator/test/dataplane"
+	"github.com/example/memcached-operator/test/memcachedtest"
 	"github.com/example/memcached-operator/test/testutil"
 )
 
@@ -317,5 +320,54 @@ func TestReporterRetries(t *testing.T) {
 	wg.Wait()
 	if got, ok := held()[key]; ok {
 		t.Errorf("after Run, the report is %q, want it taken out", got)
+	}
+}
+
+// TestWatcherTakesNoLineMemcachedCut runs memcached 1.6.45 as a proxy
+// whose configuration announces, in turn, a pool whose announcement is
+// longer than a user log line (memcached cuts it, keeping the first 491
+// bytes of the message) and one that fits: the Watcher refuses the cut
+// line every time and takes only the other.
+func TestWatcherTakesNoLineMemcachedCut(t *testing.T) {
+	var long []contract.ZoneVersion
+	for i := range v1alpha1.MaxZones {
+		long = append(long, contract.ZoneVersion{Zone: fmt.Sprintf("%d%s", i, strings.Repeat("z", v1alpha1.MaxZoneNameLen-1)), Version: 1<<63 - 1})
+	}
+	short := []contract.ZoneVersion{{Version: 7}}
+	dir := dataplane.ReadableDir(t)
+	config := filepath.Join(dir, "config.lua")
+	lua := fmt.Sprintf(`pools{ main = { backends = { { host = "127.0.0.1", port = "1", label = "_down_x", down = true } } } }
+routes{ default = route_direct{ child = "main" } }
+__n = __n or 0
+mcp.register_cron("announce", { every = 1, func = function()
+    __n = __n + 1
+    if __n %% 2 == 1 then mcp.log(%q) else mcp.log(%q) end
+end })
+`, contract.LoadedMessage(long), contract.LoadedMessage(short))
+	if err := os.WriteFile(config, []byte(lua), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proxy := memcachedtest.Start(t, memcachedtest.Config{Args: []string{"-t", "1", "-o", "proxy_config=routelib,proxy_arg=" + config}, What: "memcached 1.6.45 as a proxy"})
+	obs := &counter{}
+	w := NewWatcher(proxy.Addr(), slog.New(slog.DiscardHandler), obs, time.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if _, refused, _ := obs.counts(); refused < 2 {
+			return fmt.Errorf("%d lines refused", refused)
+		}
+		if cur := w.Current(); cur == nil || !reflect.DeepEqual(cur.Tables, short) {
+			return fmt.Errorf("Current() = %v, want %v", cur, short)
+		}
+		return nil
+	})
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for _, l := range obs.loaded {
+		if l == nil || !reflect.DeepEqual(l.Tables, short) {
+			t.Errorf("the Watcher took %v", l)
+		}
 	}
 }
