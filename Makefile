@@ -124,7 +124,8 @@ FUZZ_TARGETS := ./sync/memcached:FuzzSync ./cmd/memcached-hook:FuzzHandler \
 	./sync/metacontroller:FuzzScan ./sync/metacontroller:FuzzQuickStatus \
 	./cmd/memcached-agent/internal/protocol:FuzzTranscript ./cmd/memcached-agent/internal/follow:FuzzDecode \
 	./cmd/memcached-agent/internal/handoff:FuzzAnswers \
-	./cmd/memcached-agent/internal/handoff:FuzzWatchLine
+	./cmd/memcached-agent/internal/handoff:FuzzWatchLine \
+	./cmd/memcached-agent/internal/confirm:FuzzWatchLine
 # make test fuzzes each target this many inputs (about 3 to 8 s each on
 # CI's two cores); make fuzz, FUZZTIME long (FUZZTIME=1h). make test counts
 # inputs rather than seconds: with a duration, Go 1.26's fuzz coordinator

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/confirm"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/report"
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
@@ -19,6 +20,7 @@ import (
 type handoffSink struct {
 	runner *handoff.Runner
 	kube   *report.Kube
+	file   *report.File
 }
 
 // newHandoffSink reports through restConfig when it is set (the agent follows
@@ -34,7 +36,8 @@ func newHandoffSink(cfg *config, restConfig *rest.Config, logger *slog.Logger, m
 		reporters = append(reporters, c.kube)
 	}
 	if cfg.reportFile != "" {
-		reporters = append(reporters, report.NewFile(cfg.reportFile, logger))
+		c.file = report.NewFile(cfg.reportFile, logger)
+		reporters = append(reporters, c.file)
 	}
 	if len(reporters) == 0 {
 		// --from-file without --report-file: the log says it all.
@@ -72,6 +75,23 @@ func clientsOf(m *v1alpha1.Memcached) handoff.Clients {
 // Refuse does nothing: a status that cannot be read leaves the copies as
 // they are (follow.Sink).
 func (c *handoffSink) Refuse(string, error) {}
+
+// proxyStore is where the report of the proxy beside the agent goes: where
+// the hand-offs' progress goes (ConfigMap NAME-agent, the --report-file),
+// or the log with neither.
+func (c *handoffSink) proxyStore(logger *slog.Logger) confirm.Store {
+	var stores confirm.Stores
+	if c.kube != nil {
+		stores = append(stores, c.kube)
+	}
+	if c.file != nil {
+		stores = append(stores, c.file)
+	}
+	if len(stores) == 0 {
+		return confirm.LogStore{Logger: logger}
+	}
+	return stores
+}
 
 // Stop ends every copy and waits for them.
 func (c *handoffSink) Stop() { c.runner.Stop() }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/memcached-operator/cmd/internal/program"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/confirm"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/handoff"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/protocol"
@@ -39,6 +40,12 @@ type metrics struct {
 	poolWritten     prometheus.Gauge
 	poolRefused     *prometheus.CounterVec
 	poolWriteErrors prometheus.Counter
+
+	proxyLoaded         prometheus.Gauge
+	proxyLoadedVersion  prometheus.Gauge
+	proxyWatchErrors    prometheus.Counter
+	proxyLinesRefused   prometheus.Counter
+	proxyReportFailures prometheus.Counter
 }
 
 // newMetrics registers the agent's metrics, and the Go runtime's and the
@@ -77,6 +84,16 @@ func newMetrics() *metrics {
 			"Slot tables seen and not written into the pool file (it keeps the last pool), by reason.", "reason"),
 		poolWriteErrors: reg.Counter("memcached_agent_pool_write_errors_total",
 			"Writes of the pool file that failed (each is tried again every second)."),
+		proxyLoaded: reg.Gauge("memcached_agent_proxy_loaded",
+			"1 while the proxy beside the agent says it routes by a pool (--proxy-addr), 0 before and once it has said nothing for 5 s."),
+		proxyLoadedVersion: reg.Gauge("memcached_agent_proxy_loaded_version",
+			"Highest slot table version of the pool the proxy says it routes by (its zones' highest, as the pool file's version line); 0 while it says none, or none it knows."),
+		proxyWatchErrors: reg.Counter("memcached_agent_proxy_watch_errors_total",
+			"Connections to the proxy's user log (watch proxyuser) that could not be made, or ended (each is made again)."),
+		proxyLinesRefused: reg.Counter("memcached_agent_proxy_announcements_refused_total",
+			"Lines of the proxy's user log that claimed to be an announcement of the pool it loaded and were not taken (cut short, malformed, too long)."),
+		proxyReportFailures: reg.Counter("memcached_agent_proxy_report_errors_total",
+			"Writes of the proxy's report into ConfigMap NAME-agent (or --report-file) that failed (each is tried again)."),
 	}
 	// Every label value shows as 0 from the start, so that a rate over it
 	// is defined before the first event.
@@ -143,3 +160,28 @@ func (m *metrics) PoolRefused(reason string) { m.poolRefused.WithLabelValues(rea
 
 // PoolWriteFailed counts a failed write (pool.Observer).
 func (m *metrics) PoolWriteFailed() { m.poolWriteErrors.Inc() }
+
+// ProxyLoaded records what the proxy says it routes by (confirm.Observer).
+func (m *metrics) ProxyLoaded(l *confirm.Loaded) {
+	if l == nil {
+		m.proxyLoaded.Set(0)
+		m.proxyLoadedVersion.Set(0)
+		return
+	}
+	var v int64
+	for _, t := range l.Tables {
+		v = max(v, t.Version)
+	}
+	m.proxyLoaded.Set(1)
+	m.proxyLoadedVersion.Set(float64(v))
+}
+
+// ProxyWatchFailed counts a watch connection that failed or ended
+// (confirm.Observer).
+func (m *metrics) ProxyWatchFailed() { m.proxyWatchErrors.Inc() }
+
+// ProxyLineRefused counts an announcement not taken (confirm.Observer).
+func (m *metrics) ProxyLineRefused() { m.proxyLinesRefused.Inc() }
+
+// proxyReportFailed counts a report that could not be written.
+func (m *metrics) proxyReportFailed() { m.proxyReportFailures.Inc() }

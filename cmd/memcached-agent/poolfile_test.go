@@ -81,7 +81,7 @@ func TestRunPoolFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(poolFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile}, nil)
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile, "--proxy-addr="}, nil)
 	admin := "http://" + a.admin
 	if a.addr != "" {
 		t.Errorf("an endpoint listens on %s with --listen empty", a.addr)
@@ -91,7 +91,7 @@ func TestRunPoolFile(t *testing.T) {
 	}
 
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225600, "10.0.0.1", "10.0.0.2"))
-	waitForFile(t, poolFile, "version 1767225600\n10.0.0.1:11211\n10.0.0.2:11211\nend 2\n")
+	waitForFile(t, poolFile, "version 1767225600\n# tables =1767225600\n10.0.0.1:11211\n10.0.0.2:11211\nend 2\n")
 	// The writer takes note of the pool once its file is in place.
 	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == "ok: pool version 1767225600, 2 slots, 0 down\n" }); code != http.StatusOK {
 		t.Errorf("/readyz with a pool: %d %q", code, body)
@@ -101,7 +101,7 @@ func TestRunPoolFile(t *testing.T) {
 	}
 
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "-", "-", "-"))
-	allDown := "version 1767225601\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n"
+	allDown := "version 1767225601\n# tables =1767225601\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n"
 	waitForFile(t, poolFile, allDown)
 	waitForMetric(t, admin, `memcached_agent_lists_refused_total{reason="no_servers"} 1`)
 	if code, body := waitForReadyz(t, admin, func(body string) bool { return strings.Contains(body, "3 down") }); code != http.StatusOK {
@@ -124,7 +124,7 @@ func TestRunPoolFile(t *testing.T) {
 	waitForFile(t, poolFile, allDown)
 
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225603, "10.0.0.1", "10.0.0.2", "10.0.0.3"))
-	waitForFile(t, poolFile, "version 1767225603\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n")
+	waitForFile(t, poolFile, "version 1767225603\n# tables =1767225603\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n")
 	for _, line := range []string{
 		"memcached_agent_pool_writes_total 3",
 		"memcached_agent_pool_version 1.767225603e+09",
@@ -151,9 +151,9 @@ func TestRunPoolFileAndEndpoint(t *testing.T) {
 	dir := t.TempDir()
 	source, poolFile := filepath.Join(dir, "cache.json"), filepath.Join(dir, "pool")
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225600, "-"))
-	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--pool-file=" + poolFile}, nil)
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--pool-file=" + poolFile, "--proxy-addr="}, nil)
 	admin := "http://" + a.admin
-	waitForFile(t, poolFile, "version 1767225600\n127.0.0.1:1 _down_0\nend 1\n")
+	waitForFile(t, poolFile, "version 1767225600\n# tables =1767225600\n127.0.0.1:1 _down_0\nend 1\n")
 	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no server list yet") {
 		t.Errorf("/readyz with a pool and no list: %d %q", code, body)
 	}
@@ -161,7 +161,7 @@ func TestRunPoolFileAndEndpoint(t *testing.T) {
 		t.Errorf("config get cluster: %q", got)
 	}
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", 1767225601, "10.0.0.1"))
-	waitForFile(t, poolFile, "version 1767225601\n10.0.0.1:11211\nend 1\n")
+	waitForFile(t, poolFile, "version 1767225601\n# tables =1767225601\n10.0.0.1:11211\nend 1\n")
 	a.stdout.WaitFor(t, "serving a new server list", a.exited)
 	// The writer takes note of the pool once its file is in place: ask
 	// until it has.
@@ -219,7 +219,7 @@ func TestRunPoolFileZones(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(poolFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile}, nil)
+	a := startAgent(t, []string{"--memcached=cache", "--from-file=" + source, "--file-poll-interval=20ms", "--listen=", "--pool-file=" + poolFile, "--proxy-addr="}, nil)
 	admin := "http://" + a.admin
 	zones := func(version int64, a0, b0 string) []byte {
 		return []byte(fmt.Sprintf(`{"apiVersion":"cache.example.com/v1alpha1","kind":"Memcached","metadata":{"name":"cache","namespace":"shop"},`+
@@ -230,7 +230,7 @@ func TestRunPoolFileZones(t *testing.T) {
 	}
 
 	testutil.WriteFileAtomic(t, source, zones(1767225600, "10.0.1.1", "10.0.2.1"))
-	want := "version 1767225601\nzone a\n10.0.1.1:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.0.2.1:11211\n127.0.0.1:1 _down_b_1\nend 4\n"
+	want := "version 1767225601\n# tables a=1767225600 b=1767225601\nzone a\n10.0.1.1:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.0.2.1:11211\n127.0.0.1:1 _down_b_1\nend 4\n"
 	waitForFile(t, poolFile, want)
 	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == "ok: pool version 1767225601, 4 slots, 2 down\n" }); code != http.StatusOK {
 		t.Errorf("/readyz with a zoned pool: %d %q", code, body)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/example/memcached-operator/cmd/internal/program"
+	"github.com/example/memcached-operator/cmd/memcached-agent/internal/confirm"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/follow"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/pool"
 	"github.com/example/memcached-operator/cmd/memcached-agent/internal/serverlist"
@@ -52,6 +53,7 @@ type config struct {
 	handoffLockTTL   time.Duration
 	clientMove       time.Duration
 	poolFile         string
+	proxyAddr        string
 	// self is this agent's name in the hand-offs' locks and reports:
 	// $POD_NAME, else the hostname, which in a Pod is the Pod's name.
 	self string
@@ -78,7 +80,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 	fs.StopFlags(5*time.Second, "on SIGTERM, how long to keep serving with /readyz failing, so that the Service stops sending clients here first",
 		10*time.Second, "after the delay, how long answers in flight get to finish before every connection is closed")
 	fs.StringVar(&cfg.reportFile, "report-file", "", "also write the hand-offs' progress into this `file` (a JSON object: report key, the source Pod's name, for Moved POD_SLOT, for Grown POD_SLOT_TO, to its progress as JSON, what ConfigMap NAME-agent's data holds), replaced whole at each change; with --from-file, the only place it goes")
-	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written")
+	fs.StringVar(&cfg.poolFile, "pool-file", "", "write the slot table as the pool of memcached's proxy into this `file` (replaced atomically, mode 0644, when it changes); /readyz fails until it is written, and with --proxy-addr until the proxy has loaded one")
+	fs.StringVar(&cfg.proxyAddr, "proxy-addr", "127.0.0.1:11211", "with --pool-file, the `address` of the proxy beside the agent, whose user log (watch proxyuser) says which pool it routes by: /readyz fails until it has loaded one, and the agent reports it in ConfigMap NAME-agent (or --report-file); empty asks no proxy")
 	fs.DurationVar(&cfg.clientMove, "handoff-settle", contract.ClientMove, "how long a copy waits after its hand-off appears in the status, for clients to move to the slot's new owner (the proxies switch within a second; clients that resolve the slots' names, within their lookup period and the DNS TTL: the hook sets it from spec.rollout.clientMoveSeconds), so that no write the leaving Pod takes after the copy read its key is lost to the new owner")
 	fs.DurationVar(&cfg.handoffLockTTL, "handoff-lock-ttl", contract.LockTTL, "TTL of the lock a copying agent holds on the source (renewed every third of it): how long a copy waits for an agent that died before the other agent takes it over")
 
@@ -100,6 +103,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		return nil, fmt.Errorf("--idle-timeout must be positive, got %s", cfg.idleTimeout)
 	case cfg.handoffLockTTL < 3*time.Second:
 		return nil, fmt.Errorf("--handoff-lock-ttl must be at least 3s (memcached counts TTLs in seconds), got %s", cfg.handoffLockTTL)
+	case cfg.poolFile != "" && cfg.proxyAddr != "" && !hostPort(cfg.proxyAddr):
+		return nil, fmt.Errorf("--proxy-addr must be host:port, got %q", cfg.proxyAddr)
 	case cfg.clientMove < 0 || cfg.clientMove > v1alpha1.MaxClientMoveSeconds*time.Second:
 		return nil, fmt.Errorf("--handoff-settle must be from 0s to %s (it delays every copy within the leaving Pod's bound), got %s", v1alpha1.MaxClientMoveSeconds*time.Second, cfg.clientMove)
 	}
@@ -118,6 +123,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*c
 		cfg.self, _ = os.Hostname()
 	}
 	return cfg, nil
+}
+
+// hostPort tells whether addr is host:port with a port.
+func hostPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port != ""
 }
 
 // run is the whole program: it parses the flags, builds the roles they ask
@@ -151,11 +162,15 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	defer handoffs.Stop()
 	sink := sinks{pub, handoffs}
 	var pw *poolWriter
+	var pc *proxyConfirm
 	if cfg.poolFile != "" {
 		if pw, err = newPoolWriter(cfg, logger, m); err != nil {
 			return err
 		}
 		sink = append(sink, pw)
+		if cfg.proxyAddr != "" {
+			pc = newProxyConfirm(cfg, handoffs.proxyStore(logger), logger, m)
+		}
 	}
 	// No --listen: the hook runs the agent only for hand-offs, or beside a
 	// proxy, and it serves no endpoint at all.
@@ -171,7 +186,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 	defer adminLn.Close()
-	admin := program.HTTPServer(adminHandler(pub, ep != nil, pw, cfg.Stop.Stopping, m), logger)
+	admin := program.HTTPServer(adminHandler(pub, ep != nil, pw, pc, cfg.Stop.Stopping, m), logger)
 
 	// Room for each that may fail: the endpoint, the admin server, the
 	// watch.
@@ -182,6 +197,10 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	go func() { failed <- admin.Serve(adminLn) }()
 	stopFollowing := following(cfg, restConfig, sink, pw, m, logger, failed)
 	defer stopFollowing()
+	if pc != nil {
+		pc.start()
+		defer pc.stop()
+	}
 
 	address := ""
 	if ep != nil {
@@ -189,17 +208,19 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	}
 	logger.Info("listening", "address", address, "admin_address", adminLn.Addr().String(), "version", version, "commit", commit,
 		"memcached", cfg.memcached, "namespace", cfg.namespace, "source", source(cfg), "tls", tlsConfig != nil, "client_certificates", cfg.TLS.ClientCA != "",
-		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", cfg.self, "pool_file", cfg.poolFile)
+		"max_connections", cfg.maxConnections, "idle_timeout", cfg.idleTimeout.String(), "agent", cfg.self, "pool_file", cfg.poolFile, "proxy_addr", pc.addr())
 
 	// Once ctx ends /readyz fails, so that the Service sends new clients to
 	// another agent, while this one still answers. Copies stop at once,
 	// releasing their locks, so that the other agent takes them over
-	// without waiting for the locks to expire.
+	// without waiting for the locks to expire. The proxy's report stays
+	// until the end: the proxy serves through its own preStop.
 	return cfg.Stop.Wait(ctx, logger, failed, handoffs.Stop, func(ctx context.Context) error {
 		var endpointErr error
 		if ep != nil {
 			endpointErr = ep.Shutdown(ctx)
 		}
+		pc.stop()
 		return errors.Join(endpointErr, admin.Shutdown(ctx))
 	})
 }
@@ -261,10 +282,10 @@ func following(cfg *config, restConfig *rest.Config, sink follow.Sink, pw *poolW
 
 // adminHandler serves /healthz (200 while the process runs), /readyz and
 // /metrics. /readyz is 200 from when the agent has what it is for (with
-// serving, an endpoint, a list to serve; with pw, a pool in the file;
-// with neither, a good status to hand items on from) until shutdown
-// begins.
-func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopping func() bool, m *metrics) http.Handler {
+// serving, an endpoint, a list to serve; with pw, a pool in the file, and
+// with pc the proxy's word that it routes by a pool; with neither, a good
+// status to hand items on from) until shutdown begins.
+func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, pc *proxyConfirm, stopping func() bool, m *metrics) http.Handler {
 	mux := http.NewServeMux()
 	text := func(w http.ResponseWriter, status int, msg string) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -278,6 +299,10 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopp
 		if pw != nil {
 			written = pw.Current()
 		}
+		var loaded *confirm.Loaded
+		if pc != nil {
+			loaded = pc.Current()
+		}
 		switch {
 		case stopping():
 			text(w, http.StatusServiceUnavailable, "shutting down")
@@ -287,6 +312,10 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopp
 			// The proxy beside it has no pool: it would fail every
 			// request.
 			text(w, http.StatusServiceUnavailable, "no pool written yet")
+		case pc != nil && loaded == nil:
+			// The proxy has not said it routes by a pool: it may fail
+			// every request (or be down, or restarting).
+			text(w, http.StatusServiceUnavailable, "the proxy has not said it loaded a pool")
 		case !serving && pw == nil && cur == nil:
 			text(w, http.StatusServiceUnavailable, "no good status yet")
 		default:
@@ -299,6 +328,9 @@ func adminHandler(pub *serverlist.Publisher, serving bool, pw *poolWriter, stopp
 			}
 			if written != nil {
 				says = append(says, fmt.Sprintf("pool version %d, %d slots, %d down", written.Version, written.Slots, written.Down))
+			}
+			if loaded != nil {
+				says = append(says, "the proxy loaded "+loaded.String())
 			}
 			text(w, http.StatusOK, "ok: "+strings.Join(says, "; "))
 		}

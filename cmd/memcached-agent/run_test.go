@@ -129,7 +129,7 @@ func memcachedJSON(version int64, ips ...string) []byte {
 func TestRunHelp(t *testing.T) {
 	flags := []string{"version", "memcached", "namespace", "kubeconfig", "from-file", "file-poll-interval", "listen", "admin-listen",
 		"tls-cert-file", "tls-key-file", "client-ca-file", "tls-min-version", "max-connections", "idle-timeout", "shutdown-delay",
-		"shutdown-timeout", "log-level", "log-format", "report-file", "pool-file", "handoff-settle", "handoff-lock-ttl"}
+		"shutdown-timeout", "log-level", "log-format", "report-file", "pool-file", "proxy-addr", "handoff-settle", "handoff-lock-ttl"}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), []string{"memcached-agent", "--help"}, env(nil), &stdout, &stderr); err != nil {
 		t.Fatalf("run(--help) = %v", err)
@@ -189,6 +189,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{name: "a kubeconfig without a cluster", args: []string{"--memcached=a", "--namespace=shop", "--kubeconfig=" + kubeconfig}, wantErr: "reaching the API server"},
 		{name: "lock TTL under 3s", args: []string{"--memcached=a", "--from-file=/x", "--handoff-lock-ttl=1s"}, wantErr: "--handoff-lock-ttl must be at least 3s"},
 		{name: "port out of range", args: []string{"--memcached=a", "--from-file=/x", "--listen=127.0.0.1:99999"}, wantErr: "99999"},
+		{name: "a proxy address without a port", args: []string{"--memcached=a", "--from-file=/x", "--pool-file=/x/pool", "--proxy-addr=localhost"}, wantErr: "--proxy-addr must be host:port"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

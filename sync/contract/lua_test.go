@@ -36,13 +36,20 @@ var (
 	previousZonesConfig = filepath.Join("testdata", "previous", "proxy-zones.lua")
 )
 
+// previousPoolsConfig is the route configuration before proxy.lua
+// announced the pool it loaded (#40): one for both kinds of Memcached,
+// which kept its state in the global proxy.lua keeps it in (__mcpools),
+// so that proxy.lua, loaded in its VM, starts from a pool it left, with
+// no tables known.
+var previousPoolsConfig = filepath.Join("testdata", "previous", "proxy-pools.lua")
+
 // luaAnswer is what a route configuration made of one pool file
 // (testdata/parse.lua): the pool set routelib was given ("ok [zone]
 // backends ...", the zone "" for the pool of a Memcached without zones),
 // "refused ..." or "raised ..."; the routes it would route with; what it
-// logged.
+// logged; what its cron announced, with PARSE_RUN_CRON ("-" without).
 type luaAnswer struct {
-	pool, routes, said string
+	pool, routes, said, announced string
 }
 
 // proxyConfig writes the route configuration the hook ships
@@ -82,12 +89,12 @@ func runLua(t *testing.T, env []string, args ...string) []luaAnswer {
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	if len(lines) != 3*files {
-		t.Fatalf("lua answered %d lines for %d files, want 3 a file:\n%s\n%s", len(lines), files, stdout.String(), stderr.String())
+	if len(lines) != 4*files {
+		t.Fatalf("lua answered %d lines for %d files, want 4 a file:\n%s\n%s", len(lines), files, stdout.String(), stderr.String())
 	}
 	out := make([]luaAnswer, files)
 	for i := range out {
-		out[i] = luaAnswer{pool: lines[3*i], routes: lines[3*i+1], said: lines[3*i+2]}
+		out[i] = luaAnswer{pool: lines[4*i], routes: lines[4*i+1], said: lines[4*i+2], announced: strings.TrimPrefix(lines[4*i+3], "announced ")}
 	}
 	return out
 }
@@ -480,9 +487,9 @@ func TestParsePoolReadsAsProxyLua(t *testing.T) {
 	}
 }
 
-// TestMaxSlotsIsProxyLuas holds proxy.lua's MAX_SLOTS, MAX_BYTES and
-// longest zone name to contract.MaxSlots, MaxPoolBytes and
-// v1alpha1.MaxZoneNameLen, also where no Lua runs. (They are literals in
+// TestMaxSlotsIsProxyLuas holds proxy.lua's MAX_SLOTS, MAX_BYTES,
+// longest zone name and MAX_ANNOUNCE to contract.MaxSlots, MaxPoolBytes,
+// v1alpha1.MaxZoneNameLen and MaxLoadedBytes, also where no Lua runs. (They are literals in
 // proxy.lua: rendering them into it would change its bytes, and so every
 // proxy's ConfigMap.)
 func TestMaxSlotsIsProxyLuas(t *testing.T) {
@@ -493,6 +500,7 @@ func TestMaxSlotsIsProxyLuas(t *testing.T) {
 		{`local MAX_SLOTS <const> = (\S+)`, strconv.Itoa(contract.MaxSlots)},
 		{`local MAX_BYTES <const> = 1024 \* (\S+)`, strconv.Itoa(contract.MaxPoolBytes / 1024)},
 		{`#z <= (\d+) and`, strconv.Itoa(v1alpha1.MaxZoneNameLen)},
+		{`local MAX_ANNOUNCE <const> = (\S+)`, strconv.Itoa(contract.MaxLoadedBytes)},
 	} {
 		m := regexp.MustCompile(c.pattern).FindStringSubmatch(memcached.ProxyConfig)
 		if m == nil || m[1] != c.want {
@@ -631,6 +639,8 @@ func TestProxyLuaAfterAnUpgrade(t *testing.T) {
 	}{
 		{name: "without zones", previous: previousPlainConfig, pools: [2]*contract.Pool{p1, p2}},
 		{name: "with zones", previous: previousZonesConfig, pools: [2]*contract.Pool{z1, z2}},
+		{name: "without zones, from the pools' own state", previous: previousPoolsConfig, pools: [2]*contract.Pool{p1, p2}},
+		{name: "with zones, from the pools' own state", previous: previousPoolsConfig, pools: [2]*contract.Pool{z1, z2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			files := writeFiles(t, [][]byte{tt.pools[0].Content, tt.pools[1].Content})

@@ -111,6 +111,9 @@ type Pool struct {
 // ZonePool is one zone's section of a pool file.
 type ZonePool struct {
 	Name string
+	// Version is the version of the zone's slot table, as the tables line
+	// says it.
+	Version int64
 	// Slots is how many slot lines the zone has (at least one); Down, how
 	// many of them are placeholders.
 	Slots, Down int
@@ -131,6 +134,9 @@ func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
 // of spec.zones.names), as proxy.lua reads it:
 //
 //	version 1767225600        the highest of the zones' table versions (informational)
+//	# tables a=1767225599 b=1767225600
+//	                          each zone's table version, in the order of zones:
+//	                          what the proxy says it loaded (TablesLine)
 //	zone a                    zone a's slot lines follow
 //	10.244.1.7:11211          a served slot: its served Pod's address, no label
 //	127.0.0.1:1 _down_a_1     any other slot: a placeholder that is down, its
@@ -146,6 +152,7 @@ func PoolZones(st *v1alpha1.MemcachedStatus) []v1alpha1.ZoneStatus {
 // (DownLabel):
 //
 //	version 1767225600
+//	# tables =1767225600
 //	10.244.1.7:11211
 //	127.0.0.1:1 _down_1
 //	end 2
@@ -196,6 +203,7 @@ func RenderPool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "version %d\n", p.Version)
+	b.WriteString(TablesLine(zones))
 	seen := map[netip.Addr]servedAt{}
 	for _, z := range zones {
 		if z.Name != "" {
@@ -205,7 +213,7 @@ func RenderPool(zones []v1alpha1.ZoneStatus) (*Pool, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.Zones = append(p.Zones, ZonePool{Name: z.Name, Slots: slots, Down: down})
+		p.Zones = append(p.Zones, ZonePool{Name: z.Name, Version: z.SlotTable.Version, Slots: slots, Down: down})
 		p.Slots += slots
 		p.Down += down
 	}
@@ -310,6 +318,10 @@ type ParsedPool struct {
 	// Zones are the zones' pools, in file order: without zone lines, the
 	// one zone "".
 	Zones []ParsedZone
+	// Tables are the zones' table versions the tables line gives
+	// (TablesLine), in the order of Zones; nil when the file has no
+	// tables line proxy.lua takes (ParseTables).
+	Tables []ZoneVersion
 }
 
 // ParsedZone is a zone's pool, as the proxy routes by it.
@@ -332,7 +344,9 @@ type ParsedZone struct {
 // address of a backend that is not down, listed twice in the file; no end
 // line, or one that does not count every zone's slot lines; no slot; a
 // zone with no slot. Blank lines and lines starting with # are skipped;
-// white space is Lua's.
+// white space is Lua's. The one comment that means something is the
+// tables line (TablesLine), read into Tables; a file without one, or with
+// one proxy.lua does not take, is taken all the same, with no Tables.
 func ParsePool(data []byte) (*ParsedPool, error) {
 	switch {
 	case len(data) == 0:
@@ -345,6 +359,8 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 	p := &ParsedPool{Version: "-"}
 	labels, addrs, zones := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	hasVersion, ended, end := false, false, ""
+	var tables []string
+	tablesLines := 0
 	lines := strings.Split(string(data[:len(data)-1]), "\n")
 	for i, raw := range lines {
 		n := i + 1
@@ -352,6 +368,10 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 		fields := strings.FieldsFunc(line, isLuaSpace)
 		switch {
 		case line == "" || line[0] == '#':
+			if f := strings.FieldsFunc(line[min(1, len(line)):], isLuaSpace); len(f) > 1 && f[0] == "tables" {
+				tables = f[1:]
+				tablesLines++
+			}
 		case ended:
 			return nil, fmt.Errorf("line %d: text after the end line", n)
 		case len(fields) == 2 && fields[0] == "version" && isDigits(fields[1]):
@@ -421,6 +441,9 @@ func ParsePool(data []byte) (*ParsedPool, error) {
 		if len(z.Backends) == 0 {
 			return nil, fmt.Errorf("zone %s has no backend", z.Name)
 		}
+	}
+	if tablesLines == 1 {
+		p.Tables = parseTables(tables, p.Zones)
 	}
 	return p, nil
 }

@@ -28,13 +28,13 @@ func TestRenderPool(t *testing.T) {
 		{
 			name:      "three Serving slots",
 			table:     table(1767225600, "S:10.244.1.7", "S:10.244.2.3", "S:10.244.3.9"),
-			want:      "version 1767225600\n10.244.1.7:11211\n10.244.2.3:11211\n10.244.3.9:11211\nend 3\n",
+			want:      "version 1767225600\n# tables =1767225600\n10.244.1.7:11211\n10.244.2.3:11211\n10.244.3.9:11211\nend 3\n",
 			wantSlots: 3,
 		},
 		{
 			name:  "a slot of each other state keeps its place",
 			table: table(7, "S:10.0.0.1", "N:10.0.0.2", "E", "S:10.0.0.5"),
-			want: "version 7\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\n" +
+			want: "version 7\n# tables =7\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\n" +
 				"10.0.0.5:11211\nend 4\n",
 			wantSlots: 4, wantDown: 2,
 		},
@@ -44,43 +44,43 @@ func TestRenderPool(t *testing.T) {
 			// holds its items: until then the leaving Pod is.
 			name:      "a Leaving slot serves its Pod, a Filling one the Pod it is filled from",
 			table:     table(7, "S:10.0.0.1", "L:10.0.0.2", "F:10.0.0.4<10.0.0.3"),
-			want:      "version 7\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n",
+			want:      "version 7\n# tables =7\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n",
 			wantSlots: 3,
 		},
 		{
 			name:      "IPv6 in brackets, in its canonical form",
 			table:     table(8, "S:fd00::7", "S:FD00:0:0:0:0:0:0:8", "S:10.0.0.3"),
-			want:      "version 8\n[fd00::7]:11211\n[fd00::8]:11211\n10.0.0.3:11211\nend 3\n",
+			want:      "version 8\n# tables =8\n[fd00::7]:11211\n[fd00::8]:11211\n10.0.0.3:11211\nend 3\n",
 			wantSlots: 3,
 		},
 		{
 			name:      "every slot down",
 			table:     table(9, "N:10.0.0.1", "E", "E"),
-			want:      "version 9\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n",
+			want:      "version 9\n# tables =9\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n",
 			wantSlots: 3, wantDown: 3,
 		},
 		{
 			name:      "no slot is one placeholder, never an empty pool",
 			table:     table(10),
-			want:      "version 10\n127.0.0.1:1 _down_0\nend 1\n",
+			want:      "version 10\n# tables =10\n127.0.0.1:1 _down_0\nend 1\n",
 			wantSlots: 1, wantDown: 1,
 		},
 		{
 			name:      "no status yet: version 0, no slot",
 			table:     v1alpha1.SlotTable{},
-			want:      "version 0\n127.0.0.1:1 _down_0\nend 1\n",
+			want:      "version 0\n# tables =0\n127.0.0.1:1 _down_0\nend 1\n",
 			wantSlots: 1, wantDown: 1,
 		},
 		{
 			name:      "a Serving slot without an ip is not served, as slots.Served has it",
 			table:     table(11, "S:10.0.0.1", "S:"),
-			want:      "version 11\n10.0.0.1:11211\n127.0.0.1:1 _down_1\nend 2\n",
+			want:      "version 11\n# tables =11\n10.0.0.1:11211\n127.0.0.1:1 _down_1\nend 2\n",
 			wantSlots: 2, wantDown: 1,
 		},
 		{
 			name:      "the same address Serving once and NotReady once",
 			table:     table(12, "S:10.0.0.1", "N:10.0.0.1"),
-			want:      "version 12\n10.0.0.1:11211\n127.0.0.1:1 _down_1\nend 2\n",
+			want:      "version 12\n# tables =12\n10.0.0.1:11211\n127.0.0.1:1 _down_1\nend 2\n",
 			wantSlots: 2, wantDown: 1,
 		},
 	}
@@ -96,7 +96,7 @@ func TestRenderPool(t *testing.T) {
 			if p.Version != tt.table.Version || p.Slots != tt.wantSlots || p.Down != tt.wantDown {
 				t.Errorf("RenderPool() says version %d, %d slots, %d down; want %d, %d, %d", p.Version, p.Slots, p.Down, tt.table.Version, tt.wantSlots, tt.wantDown)
 			}
-			if got, want := fmt.Sprint(p.Zones), fmt.Sprint([]contract.ZonePool{{Slots: tt.wantSlots, Down: tt.wantDown}}); got != want {
+			if got, want := fmt.Sprint(p.Zones), fmt.Sprint([]contract.ZonePool{{Version: tt.table.Version, Slots: tt.wantSlots, Down: tt.wantDown}}); got != want {
 				t.Errorf("RenderPool() says zones %s, want %s", got, want)
 			}
 		})
@@ -178,14 +178,14 @@ func TestRenderPoolWithZones(t *testing.T) {
 				zone("a", table(4, "S:10.244.1.7", "N:10.244.1.8")),
 				zone("b", table(3, "S:10.244.2.7", "E")),
 			},
-			want:      "version 4\nzone a\n10.244.1.7:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.244.2.7:11211\n127.0.0.1:1 _down_b_1\nend 4\n",
-			wantZones: []contract.ZonePool{{Name: "a", Slots: 2, Down: 1}, {Name: "b", Slots: 2, Down: 1}},
+			want:      "version 4\n# tables a=4 b=3\nzone a\n10.244.1.7:11211\n127.0.0.1:1 _down_a_1\nzone b\n10.244.2.7:11211\n127.0.0.1:1 _down_b_1\nend 4\n",
+			wantZones: []contract.ZonePool{{Name: "a", Version: 4, Slots: 2, Down: 1}, {Name: "b", Version: 3, Slots: 2, Down: 1}},
 		},
 		{
 			name:      "one zone",
 			zones:     []v1alpha1.ZoneStatus{zone("us-east-1a", table(1, "S:10.0.0.1"))},
-			want:      "version 1\nzone us-east-1a\n10.0.0.1:11211\nend 1\n",
-			wantZones: []contract.ZonePool{{Name: "us-east-1a", Slots: 1}},
+			want:      "version 1\n# tables us-east-1a=1\nzone us-east-1a\n10.0.0.1:11211\nend 1\n",
+			wantZones: []contract.ZonePool{{Name: "us-east-1a", Version: 1, Slots: 1}},
 		},
 		{
 			name: "the zones' order is the status's",
@@ -193,8 +193,8 @@ func TestRenderPoolWithZones(t *testing.T) {
 				zone("c", table(1, "S:10.0.3.1")),
 				zone("a", table(1, "S:10.0.1.1")),
 			},
-			want:      "version 1\nzone c\n10.0.3.1:11211\nzone a\n10.0.1.1:11211\nend 2\n",
-			wantZones: []contract.ZonePool{{Name: "c", Slots: 1}, {Name: "a", Slots: 1}},
+			want:      "version 1\n# tables c=1 a=1\nzone c\n10.0.3.1:11211\nzone a\n10.0.1.1:11211\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "c", Version: 1, Slots: 1}, {Name: "a", Version: 1, Slots: 1}},
 		},
 		{
 			name: "a zone with no slot is one placeholder",
@@ -202,8 +202,8 @@ func TestRenderPoolWithZones(t *testing.T) {
 				zone("a", table(5, "S:10.0.1.1")),
 				zone("b", v1alpha1.SlotTable{}),
 			},
-			want:      "version 5\nzone a\n10.0.1.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
-			wantZones: []contract.ZonePool{{Name: "a", Slots: 1}, {Name: "b", Slots: 1, Down: 1}},
+			want:      "version 5\n# tables a=5 b=0\nzone a\n10.0.1.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "a", Version: 5, Slots: 1}, {Name: "b", Slots: 1, Down: 1}},
 		},
 		{
 			name: "zones of different sizes, during a scale change",
@@ -211,8 +211,8 @@ func TestRenderPoolWithZones(t *testing.T) {
 				zone("a", table(6, "S:10.0.1.1", "S:10.0.1.2", "S:fd00::3")),
 				zone("b", table(7, "S:10.0.2.1")),
 			},
-			want:      "version 7\nzone a\n10.0.1.1:11211\n10.0.1.2:11211\n[fd00::3]:11211\nzone b\n10.0.2.1:11211\nend 4\n",
-			wantZones: []contract.ZonePool{{Name: "a", Slots: 3}, {Name: "b", Slots: 1}},
+			want:      "version 7\n# tables a=6 b=7\nzone a\n10.0.1.1:11211\n10.0.1.2:11211\n[fd00::3]:11211\nzone b\n10.0.2.1:11211\nend 4\n",
+			wantZones: []contract.ZonePool{{Name: "a", Version: 6, Slots: 3}, {Name: "b", Version: 7, Slots: 1}},
 		},
 		{
 			name: "the same address Serving in one zone, NotReady in another",
@@ -220,8 +220,8 @@ func TestRenderPoolWithZones(t *testing.T) {
 				zone("a", table(1, "S:10.0.0.1")),
 				zone("b", table(1, "N:10.0.0.1")),
 			},
-			want:      "version 1\nzone a\n10.0.0.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
-			wantZones: []contract.ZonePool{{Name: "a", Slots: 1}, {Name: "b", Slots: 1, Down: 1}},
+			want:      "version 1\n# tables a=1 b=1\nzone a\n10.0.0.1:11211\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n",
+			wantZones: []contract.ZonePool{{Name: "a", Version: 1, Slots: 1}, {Name: "b", Version: 1, Slots: 1, Down: 1}},
 		},
 	}
 	for _, tt := range tests {

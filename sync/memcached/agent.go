@@ -199,7 +199,8 @@ func agentPodSpec(p *metacontroller.Parent, s *v1alpha1.MemcachedSpec) corev1.Po
 // agentContainer runs the agent for the Memcached p names, answering
 // configuration requests on listen ("": none) and its /healthz, /readyz
 // and /metrics on admin. It is Ready once it has something to serve: a
-// server list for the endpoint, a pool written for the proxy beside it.
+// server list for the endpoint, a pool written for the proxy beside it
+// and loaded by it.
 func agentContainer(p *metacontroller.Parent, opts Options, listen string, admin int32, resources corev1.ResourceRequirements) corev1.Container {
 	port := intstr.FromString("admin")
 	return corev1.Container{

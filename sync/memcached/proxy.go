@@ -212,7 +212,9 @@ func proxyEnv(ps *v1alpha1.ProxySpec) []corev1.EnvVar {
 
 // proxyDeployment runs spec.image's memcached as the proxy, and beside it
 // the agent writing the pool file from the slot table. The Pod is Ready
-// once the proxy listens and the agent has written a pool. With zones,
+// once the proxy listens and the agent has written a pool and heard the
+// proxy say it loaded one (the agent's --proxy-addr defaults to the proxy
+// beside it, 127.0.0.1:11211). With zones,
 // each zone has its own, NAME-proxy-ZONE, pinned to the zone, whose proxy
 // reads from the zone's Pods first (MEMCACHED_PROXY_LOCAL_ZONE).
 func proxyDeployment(d *desire, zone string) any {
@@ -231,8 +233,8 @@ func proxyDeployment(d *desire, zone string) any {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}, ps.Resources)
-	// The agent writes the pool, and is Ready once it has: before, the
-	// proxy has none and would fail every request.
+	// The agent writes the pool, and is Ready once the proxy says it has
+	// loaded one: before, the proxy would fail every request.
 	agent := agentContainer(p, d.opts, "", ProxyAgentAdminPort, sidecarResources())
 	agent.Args = append(agent.Args, "--pool-file="+ProxyPoolFile)
 	agent.VolumeMounts = []corev1.VolumeMount{{Name: "pool", MountPath: proxyPoolDir}}

@@ -29,6 +29,9 @@
 --
 --   # comments and blank lines are ignored
 --   version 1732481234          optional, informational (logged)
+--   # tables a=1732481233 b=1732481234
+--                               each zone's slot table version: what this
+--                               proxy announces it loaded (below)
 --   zone a                      the slot lines below are zone a's
 --   10.244.1.7:11211            a serving slot; label defaults to host:port
 --   127.0.0.1:1 _down_a_1       a slot with no serving Pod: a label starting
@@ -41,6 +44,7 @@
 -- Without zones:
 --
 --   version 1732481234
+--   # tables =1732481234         the zone "" has no name
 --   10.244.1.7:11211
 --   127.0.0.1:1 _down_1
 --   end 2
@@ -106,10 +110,40 @@
 -- zone "" and a zone line, duplicate address or label) is refused: the
 -- proxy keeps routing by the last good pool and says why on stderr, once
 -- per distinct problem.
+--
+-- What the proxy has loaded, it says (#40, "clients confirm"): the agent
+-- beside it must not assume that the file it wrote is the pool the
+-- workers route by (the proxy loads at its next whole second, may refuse
+-- a file, and reloads only when the routes change). The "# tables" line
+-- (a comment to configurations before this one, which skip it) gives each
+-- zone's slot table version; it counts when it is the file's only tables
+-- line and names every zone of the pool once, each with a version of
+-- digits, no leading zero, within a 64-bit integer; otherwise the pool is
+-- taken all the same, with its versions unknown. Once a second the cron
+-- announces, to whoever watches this proxy's user log (`watch proxyuser`
+-- on its own port; nothing is sent when nobody watches), the tables of
+-- the pool the workers route by, then their count, which a line cut short
+-- lacks:
+--
+--   memcached-proxy-pool: loaded a=1732481233 b=1732481234 (2 tables)
+--   memcached-proxy-pool: loaded =1732481234 (1 tables)     without zones
+--   memcached-proxy-pool: loaded (0 tables)                 versions unknown
+--
+-- and nothing before any pool (the placeholder). The cron runs in the
+-- config thread, which reloads every worker before it runs a cron again,
+-- so a cron sees S.good only once every worker routes by it. A file that
+-- changes the versions and not the routes (the same backends, in the same
+-- order) is taken by the cron itself, without a reload: the workers
+-- route by that pool already. memcached formats a user log line into 512
+-- bytes and cuts the rest, so an announcement over 491 bytes is not sent
+-- (said on stderr, once): versions of 13 digits (UnixMilli) in eight zones
+-- of the longest names come to 479. contract.LoadedMessage and ParseLoaded
+-- are this format in Go.
 
 local POOL_FILE <const> = os.getenv("MEMCACHED_PROXY_POOL_FILE") or "/run/memcached-proxy/pool"
 local MAX_SLOTS <const> = 1000 -- sync/slots.MaxSlots, in each zone
 local MAX_BYTES <const> = 1024 * 1024 -- contract.MaxPoolBytes: 8 zones of 1000 slots fit
+local MAX_ANNOUNCE <const> = 491 -- contract.MaxLoadedBytes: what a user log line keeps
 local LOCAL_ZONE <const> = os.getenv("MEMCACHED_PROXY_LOCAL_ZONE")
 
 -- State that survives reloads (the config VM is never recreated). Not
@@ -118,11 +152,13 @@ local LOCAL_ZONE <const> = os.getenv("MEMCACHED_PROXY_LOCAL_ZONE")
 -- upgrade changes the ConfigMap under a running proxy, whose next reload
 -- runs this file in the VM they ran in.
 __mcpools = __mcpools or {
-    good = nil,       -- the last valid pool: { key =, list =, zones =, version =, down = }
+    good = nil,       -- the last valid pool: { key =, list =, zones =, version =, down =, loaded = }
     bad_content = nil, -- last content refused, so the cron does not re-parse it
     said = nil,       -- last problem logged, to log each problem once
     said_zone = nil,  -- last word on the local zone, to say it once
 }
+-- The configuration before this one kept its pool in __mcpools too, with
+-- no loaded: its pool is announced as one whose versions are unknown.
 local S <const> = __mcpools
 
 local function log(msg)
@@ -217,7 +253,35 @@ local function parse_line(line)
     return b
 end
 
--- parse returns a pool { key, list, zones, version, down } or nil and why:
+-- read_tables reads the tables line's text against the pool's zones: the
+-- announcement's "zone=version" fields in the pool's zone order, or nil
+-- when a field is not zone=version (digits, no leading zero, a 64-bit
+-- integer), names a zone twice, or the zones are not the pool's.
+local function read_tables(text, zones)
+    local versions, n = {}, 0
+    for field in string.gmatch(text, "%S+") do
+        local z, v = string.match(field, "^([a-z0-9%-]*)=(%d+)$")
+        if z == nil or versions[z] ~= nil or (#v > 1 and string.sub(v, 1, 1) == "0")
+            or math.tointeger(tonumber(v)) == nil then
+            return nil
+        end
+        versions[z], n = v, n + 1
+    end
+    if n ~= #zones then
+        return nil
+    end
+    local out = {}
+    for _, zn in ipairs(zones) do
+        if versions[zn.name] == nil then
+            return nil
+        end
+        out[#out + 1] = zn.name .. "=" .. versions[zn.name]
+    end
+    return out
+end
+
+-- parse returns a pool { key, list, zones, version, down, loaded } or nil
+-- and why (loaded: what announce says of it, after "memcached-proxy-pool: "):
 -- zones are { name =, list = } in file order (the one zone "" without zone
 -- lines), list every zone's slots. Never raises (callers still use pcall,
 -- for what this cannot foresee).
@@ -226,6 +290,7 @@ local function parse(data)
     local version, ended, down = nil, nil, 0
     local zones, names, zone = {}, {}, nil
     local n = 0
+    local tables, tables_lines = nil, 0
     -- a file not ending in a newline is a truncated one
     if string.sub(data, -1) ~= "\n" then
         return nil, "last line has no newline (truncated?)"
@@ -234,7 +299,10 @@ local function parse(data)
         n = n + 1
         local line = string.match(raw, "^%s*(.-)%s*$")
         if line == "" or string.sub(line, 1, 1) == "#" then
-            -- skip
+            local t = string.match(line, "^#%s*tables%s+(.+)$")
+            if t ~= nil then
+                tables, tables_lines = t, tables_lines + 1
+            end
         elseif ended ~= nil then
             return nil, "line " .. n .. ": text after the end line"
         else
@@ -313,7 +381,14 @@ local function parse(data)
             key[#key + 1] = b.host .. "|" .. b.port .. "|" .. b.label .. "|" .. tostring(b.down == true)
         end
     end
-    return { key = table.concat(key, "\n"), list = list, zones = zones, version = version or "-", down = down }
+    local loaded = nil
+    if tables_lines == 1 then
+        loaded = read_tables(tables, zones)
+    end
+    loaded = loaded or {}
+    loaded[#loaded + 1] = "(" .. (#loaded) .. " tables)"
+    return { key = table.concat(key, "\n"), list = list, zones = zones, version = version or "-", down = down,
+        loaded = "loaded " .. table.concat(loaded, " ") }
 end
 
 -- load_pool reads and parses the pool file; nil and why when it cannot.
@@ -457,8 +532,10 @@ else
 end
 
 -- Poll the pool file once a second; reload only when it holds a valid pool
--- different from the one in use. A refused file is logged here, once, and
--- the proxy keeps its pool without reloading.
+-- whose routes differ from the ones in use. A pool with the same routes
+-- and other versions is taken here, without a reload: the workers route
+-- by it already. A refused file is logged here, once, and the proxy keeps
+-- its pool without reloading.
 local function poll()
     local ok, data, why = pcall(read_file, POOL_FILE)
     if not ok or data == nil then
@@ -482,7 +559,30 @@ local function poll()
     end
     if S.good == nil or S.good.key ~= pool.key then
         mcp.schedule_config_reload()
+    elseif S.good.loaded ~= pool.loaded then
+        S.good = pool
     end
 end
 
-pcall(mcp.register_cron, "memcached_pool", { every = 1, func = function() pcall(poll) end })
+-- Announce the pool the workers route by (see the top): never before a
+-- pool, never a line memcached would cut.
+local function announce()
+    local g = S.good
+    if g == nil then
+        return
+    end
+    local msg = "memcached-proxy-pool: " .. (g.loaded or "loaded (0 tables)")
+    if #msg > MAX_ANNOUNCE then
+        if S.said_announce ~= msg then
+            S.said_announce = msg
+            log("cannot announce the loaded pool: " .. #msg .. " bytes, over " .. MAX_ANNOUNCE)
+        end
+        return
+    end
+    mcp.log(msg)
+end
+
+pcall(mcp.register_cron, "memcached_pool", { every = 1, func = function()
+    pcall(poll)
+    pcall(announce)
+end })

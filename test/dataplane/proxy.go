@@ -178,6 +178,13 @@ func (p *Proxy) Alive() error {
 	return nil
 }
 
+// Freeze stops the proxy (SIGSTOP) without ending it: it neither loads
+// nor announces a pool, nor answers, until Thaw.
+func (p *Proxy) Freeze(t testing.TB) { p.server.Freeze(t) }
+
+// Thaw resumes a proxy Freeze stopped.
+func (p *Proxy) Thaw(t testing.TB) { p.server.Thaw(t) }
+
 // Stats returns the proxy's own stats (proxy_config_reloads, ...).
 func (p *Proxy) Stats(t testing.TB) map[string]string {
 	t.Helper()
@@ -192,30 +199,33 @@ func (p *Proxy) Stats(t testing.TB) map[string]string {
 func (p *Proxy) Log() string { return p.server.Output() }
 
 // AgentArgs are the hook's arguments for the agent beside the proxy, with
-// the pool file this proxy reads and without the admin address (StartAgent
+// the pool file this proxy reads, this proxy's address (in a Pod, the
+// default 127.0.0.1:11211 is the proxy beside the agent; here each proxy
+// has an address of its own) and without the admin address (StartAgent
 // picks a free one on loopback).
 func (p *Proxy) AgentArgs() []string {
 	var args []string
 	for _, a := range p.setup.AgentArgs {
 		switch {
-		case strings.HasPrefix(a, "--admin-listen="):
+		case strings.HasPrefix(a, "--admin-listen="), strings.HasPrefix(a, "--proxy-addr="):
 			continue
 		case strings.HasPrefix(a, "--pool-file="):
 			a = "--pool-file=" + p.PoolFile
 		}
 		args = append(args, a)
 	}
-	return args
+	return append(args, "--proxy-addr="+p.Addr())
 }
 
 // ExpectedPool is the pool file the agent must write for a slot table,
 // worked out here from the table alone (the tests' own reading of the
-// format proxy.lua takes): version, one line a slot in slot order (a
+// format proxy.lua takes): version, the tables line (the zone ""'s
+// version), one line a slot in slot order (a
 // Serving slot its address on memcached's port, any other the
 // placeholder 127.0.0.1:1 labelled _down_<slot>), end and the count; one
 // placeholder for a table with no slot.
 func ExpectedPool(table v1alpha1.SlotTable) string {
-	lines := []string{fmt.Sprintf("version %d", table.Version)}
+	lines := []string{fmt.Sprintf("version %d", table.Version), fmt.Sprintf("# tables =%d", table.Version)}
 	for i, e := range table.Slots {
 		if e.State == v1alpha1.SlotServing && e.IP != "" {
 			lines = append(lines, net.JoinHostPort(e.IP, fmt.Sprint(memcached.Port)))
@@ -223,7 +233,7 @@ func ExpectedPool(table v1alpha1.SlotTable) string {
 			lines = append(lines, fmt.Sprintf("127.0.0.1:1 _down_%d", i))
 		}
 	}
-	n := len(lines) - 1
+	n := len(lines) - 2
 	if n == 0 {
 		lines, n = append(lines, "127.0.0.1:1 _down_0"), 1
 	}

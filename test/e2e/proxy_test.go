@@ -135,7 +135,9 @@ func testProxyOnLoopback(s *scenario) {
 	if !slices.Contains(args, "--pool-file="+poolFile) || !slices.Contains(args, "--listen=") {
 		s.t.Fatalf("the proxy Deployment's agent runs with %v: no --pool-file, or an endpoint", args)
 	}
-	dataplane.StartAgent(s.t, append(args, "--kubeconfig="+s.agentKubeconfig(name), "--namespace="+s.ns, "--shutdown-delay=0s")...)
+	// No proxy runs beside it here: --proxy-addr= asks none (the
+	// default, 127.0.0.1:11211, is the proxy in its Pod).
+	dataplane.StartAgent(s.t, append(args, "--kubeconfig="+s.agentKubeconfig(name), "--namespace="+s.ns, "--shutdown-delay=0s", "--proxy-addr=")...)
 
 	version := int64(0)
 	check := func(step string, size int32) {

@@ -1,8 +1,9 @@
 -- parse.lua runs the proxy's route configuration (sync/memcached/proxy.lua,
 -- or an earlier one) outside memcached, as routelib runs it on a load or a
 -- reload (dofile, in a config VM whose globals persist), once for each pool
--- file named, and prints for each three lines: what the proxy would route
--- by, the routes it would route with, and what it logged.
+-- file named, and prints for each four lines: what the proxy would route
+-- by, the routes it would route with, what it logged, and what its cron
+-- announced.
 --
 --   lua parse.lua CONFIG.lua POOL... [CONFIG.lua POOL...]...
 --
@@ -20,6 +21,13 @@
 --
 --   said <what it logged, or nothing>
 --
+--   announced <what the cron sent to mcp.log, lines joined by " | ">, or "announced -"
+--
+-- The cron the configuration registered runs once after each load (the
+-- pool file unchanged, as at the proxy's next second) when PARSE_RUN_CRON
+-- is set; "announced -" otherwise, or when it registered none. What it
+-- writes to stderr is not in the said line.
+--
 -- The route stubs record the route, its children and its options (miss,
 -- local_zone), and refuse what routelib 1.6.45 would: a command its
 -- cmdmap does not know, a route it does not register (allasync,
@@ -28,11 +36,15 @@
 -- PARSE_KEEP_STATE is set: then they run as reloads of one proxy.
 --
 -- Needs memcached's own Lua (5.4.3, vendor/lua): MEMCACHED_LUA_BIN.
-local captured_pools, captured_routes, said, current
+local captured_pools, captured_routes, said, current, cron, announced
 
 mcp = {
-    log = function() end,
-    register_cron = function() end,
+    log = function(msg)
+        if announced ~= nil then
+            announced[#announced + 1] = tostring(msg)
+        end
+    end,
+    register_cron = function(name, t) cron = t.func end,
     schedule_config_reload = function() end,
 }
 function settings(t) end
@@ -162,7 +174,7 @@ for i = 1, #arg do
         config, state = arg[i], state_of(arg[i])
         goto next
     end
-    current, captured_pools, captured_routes, said = arg[i], nil, nil, {}
+    current, captured_pools, captured_routes, said, cron = arg[i], nil, nil, {}, nil
     if not keep then
         _G[state] = nil
     end
@@ -188,6 +200,14 @@ for i = 1, #arg do
         io.stdout:write((string.gsub(line, "\n", " ")), "\n")
         io.stdout:write((string.gsub(rline, "\n", " ")), "\n")
         io.stdout:write((string.gsub("said " .. table.concat(said), "\n", " ")), "\n")
+        local aline = "announced -"
+        if ok and cron ~= nil and getenv("PARSE_RUN_CRON") ~= nil then
+            announced, said = {}, {}
+            cron()
+            aline = "announced " .. table.concat(announced, " | ")
+            announced = nil
+        end
+        io.stdout:write((string.gsub(aline, "\n", " ")), "\n")
     end
     ::next::
 end

@@ -126,29 +126,29 @@ func TestWriterFollowsTheTable(t *testing.T) {
 		wantWrite   bool
 		wantRefused string
 	}{
-		{name: "first table", offer: memcachedWith(three), want: "version 100\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n", wantWrite: true},
+		{name: "first table", offer: memcachedWith(three), want: "version 100\n# tables =100\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n", wantWrite: true},
 		{name: "the same table again", offer: memcachedWith(three)},
 		{name: "a slot NotReady", offer: memcachedWith(table(101, "S:10.0.0.1", "N:10.0.0.2", "S:10.0.0.3")),
-			want: "version 101\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\nend 3\n", wantWrite: true},
+			want: "version 101\n# tables =101\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\nend 3\n", wantWrite: true},
 		{name: "a slot more, same version (the table grew before its Pod was Ready)", offer: memcachedWith(table(101, "S:10.0.0.1", "N:10.0.0.2", "S:10.0.0.3", "E")),
-			want: "version 101\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\n127.0.0.1:1 _down_3\nend 4\n", wantWrite: true},
+			want: "version 101\n# tables =101\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\n127.0.0.1:1 _down_3\nend 4\n", wantWrite: true},
 		{name: "every slot down", offer: memcachedWith(table(102, "N:10.0.0.1", "E", "E")),
-			want: "version 102\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n", wantWrite: true},
+			want: "version 102\n# tables =102\n127.0.0.1:1 _down_0\n127.0.0.1:1 _down_1\n127.0.0.1:1 _down_2\nend 3\n", wantWrite: true},
 		{name: "a leaving Pod, and a Pod filled from one, are served from the Pod that holds the keys", offer: memcachedWith(table(102, "L:10.0.0.1", "E", "F:10.0.0.4<10.0.0.3")),
-			want: "version 102\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\nend 3\n", wantWrite: true},
+			want: "version 102\n# tables =102\n10.0.0.1:11211\n127.0.0.1:1 _down_1\n10.0.0.3:11211\nend 3\n", wantWrite: true},
 		{name: "back", offer: memcachedWith(table(103, "S:10.0.0.1", "S:10.0.0.2", "S:10.0.0.3")),
-			want: "version 103\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n", wantWrite: true},
+			want: "version 103\n# tables =103\n10.0.0.1:11211\n10.0.0.2:11211\n10.0.0.3:11211\nend 3\n", wantWrite: true},
 		{name: "another Memcached", refuse: other, wantRefused: WrongObject},
 		{name: "another namespace", refuse: elsewhere, wantRefused: WrongObject},
 		{name: "a bad address", offer: memcachedWith(table(104, "S:10.0.0.1", "S:not-an-ip")), wantRefused: BadAddress},
 		{name: "a negative version", offer: memcachedWith(table(-5, "S:10.0.0.1")), wantRefused: BadVersion},
 		{name: "an unreadable object", refuse: errors.New("cache.json: invalid character"), wantRefused: Unreadable},
 		{name: "a lower version is written: the proxy follows the table, not the version", offer: memcachedWith(table(50, "S:10.0.0.1")),
-			want: "version 50\n10.0.0.1:11211\nend 1\n", wantWrite: true},
+			want: "version 50\n# tables =50\n10.0.0.1:11211\nend 1\n", wantWrite: true},
 		{name: "only the version changed", offer: memcachedWith(table(51, "S:10.0.0.1")),
-			want: "version 51\n10.0.0.1:11211\nend 1\n", wantWrite: true},
+			want: "version 51\n# tables =51\n10.0.0.1:11211\nend 1\n", wantWrite: true},
 		{name: "no slot", offer: memcachedWith(table(52)),
-			want: "version 52\n127.0.0.1:1 _down_0\nend 1\n", wantWrite: true},
+			want: "version 52\n# tables =52\n127.0.0.1:1 _down_0\nend 1\n", wantWrite: true},
 	}
 	var before fileState
 	for i, st := range steps {
@@ -287,7 +287,7 @@ func TestWriterRetries(t *testing.T) {
 		}
 		return nil
 	})
-	if got := stat(t, w.Path()).content; got != "version 9\n10.0.0.1:11211\nend 1\n" {
+	if got := stat(t, w.Path()).content; got != "version 9\n# tables =9\n10.0.0.1:11211\nend 1\n" {
 		t.Errorf("the file holds %q", got)
 	}
 }
@@ -318,15 +318,15 @@ func TestWriterFollowsTheZones(t *testing.T) {
 		wantRefused string
 	}{
 		{name: "three zones", offer: memcachedWithZones("a", table(5, "S:10.0.1.1"), "b", table(6, "S:10.0.2.1"), "c", table(4, "N:10.0.3.1")),
-			want: "version 6\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n127.0.0.1:1 _down_c_0\nend 3\n", wantSlots: 3, wantDown: 1},
+			want: "version 6\n# tables a=5 b=6 c=4\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n127.0.0.1:1 _down_c_0\nend 3\n", wantSlots: 3, wantDown: 1},
 		{name: "a zone's slot Serving", offer: memcachedWithZones("a", table(5, "S:10.0.1.1"), "b", table(6, "S:10.0.2.1"), "c", table(7, "S:10.0.3.1")),
-			want: "version 7\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n10.0.3.1:11211\nend 3\n", wantSlots: 3},
+			want: "version 7\n# tables a=5 b=6 c=7\nzone a\n10.0.1.1:11211\nzone b\n10.0.2.1:11211\nzone c\n10.0.3.1:11211\nend 3\n", wantSlots: 3},
 		{name: "an address Serving in two zones", offer: memcachedWithZones("a", table(8, "S:10.0.1.1"), "b", table(8, "S:10.0.1.1")), wantRefused: BadAddress},
 		{name: "a zone listed twice", offer: memcachedWithZones("a", table(8, "S:10.0.1.1"), "a", table(8, "S:10.0.1.2")), wantRefused: BadZone},
 		{name: "zones off: the slot table again", offer: memcachedWith(table(9, "S:10.0.0.1")),
-			want: "version 9\n10.0.0.1:11211\nend 1\n", wantSlots: 1},
+			want: "version 9\n# tables =9\n10.0.0.1:11211\nend 1\n", wantSlots: 1},
 		{name: "zones on, their tables empty yet", offer: memcachedWithZones("a", v1alpha1.SlotTable{}, "b", v1alpha1.SlotTable{}),
-			want: "version 0\nzone a\n127.0.0.1:1 _down_a_0\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n", wantSlots: 2, wantDown: 2},
+			want: "version 0\n# tables a=0 b=0\nzone a\n127.0.0.1:1 _down_a_0\nzone b\n127.0.0.1:1 _down_b_0\nend 2\n", wantSlots: 2, wantDown: 2},
 	}
 	var before string
 	for _, st := range steps {

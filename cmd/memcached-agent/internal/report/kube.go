@@ -81,7 +81,13 @@ func (k *Kube) Report(ctx context.Context, key string, p v1alpha1.HandoffProgres
 	return k.patch(ctx, map[string]any{key: string(b)})
 }
 
-// Forget removes a hand-off's key (null in a merge patch).
+// Put sets a key of the ConfigMap's data to value: a proxy's report
+// (contract.ProxyReport, under contract.ProxyReportKey).
+func (k *Kube) Put(ctx context.Context, key, value string) error {
+	return k.patch(ctx, map[string]any{key: value})
+}
+
+// Forget removes a hand-off's key, or a proxy's (null in a merge patch).
 func (k *Kube) Forget(ctx context.Context, key string) error {
 	return k.patch(ctx, map[string]any{key: nil})
 }

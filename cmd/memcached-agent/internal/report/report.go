@@ -2,7 +2,9 @@
 // data of the Memcached's ConfigMap NAME-agent, one JSON
 // v1alpha1.HandoffProgress a hand-off, keyed by contract.ReportKey (the
 // hook carries it into status.handoffs), and as Events on the Memcached;
-// or, without an API server, into a file that holds the same data.
+// or, without an API server, into a file that holds the same data. The
+// agent beside a proxy reports there too what its proxy loaded
+// (contract.ProxyReport, under contract.ProxyReportKey: Put).
 package report
 
 import (
@@ -55,7 +57,16 @@ func (f *File) Report(_ context.Context, key string, p v1alpha1.HandoffProgress)
 	return f.write()
 }
 
-// Forget removes a hand-off's progress.
+// Put sets a key to value: a proxy's report (contract.ProxyReport, under
+// contract.ProxyReportKey), as Kube.Put.
+func (f *File) Put(_ context.Context, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.data[key] = value
+	return f.write()
+}
+
+// Forget removes a hand-off's progress, or a proxy's report.
 func (f *File) Forget(_ context.Context, key string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

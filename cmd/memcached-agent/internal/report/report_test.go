@@ -99,6 +99,12 @@ func TestFile(t *testing.T) {
 			}
 		})
 	}
+	checkPut(t, f, func() map[string]string {
+		b, _ := os.ReadFile(path)
+		var data map[string]string
+		json.Unmarshal(b, &data)
+		return data
+	}, map[string]string{"cache-b": `{"state":"Done","items":20,"bytes":2000,"skipped":1,"seconds":3}`})
 	before, _ := os.ReadFile(path)
 	again := NewFile(path, slog.New(slog.DiscardHandler))
 	apply(t, again, step{pod: "cache-b", p: &v1alpha1.HandoffProgress{State: "Done", Items: 20, Bytes: 2000, Skipped: 1, Seconds: 3}})
@@ -157,6 +163,16 @@ func TestKube(t *testing.T) {
 		})
 	}
 
+	checkPut(t, k, func() map[string]string {
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(kubectl("", "-n", ns, "get", "configmap", "cache-agent", "-o", "json")), &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data
+	}, map[string]string{"other": "x", "cache-b": `{"state":"Done","items":20,"bytes":2000,"skipped":1,"seconds":3}`})
+
 	msg := "handed on 3 items (0.0 MiB) from cache-a to cache-b in 0.1 s, 0 already there"
 	if err := k.Event(context.Background(), false, "HandedOff", msg); err != nil {
 		t.Fatal(err)
@@ -182,5 +198,39 @@ func TestKube(t *testing.T) {
 	defer cancel()
 	if err := k.Report(ctx, "cache-b", v1alpha1.HandoffProgress{State: "Done"}); err == nil || !strings.Contains(err.Error(), ns+"/missing-agent") {
 		t.Errorf("Report to a missing ConfigMap: %v", err)
+	}
+}
+
+// putter is what the proxy's report is written through (confirm.Store).
+type putter interface {
+	Put(ctx context.Context, key, value string) error
+	Forget(ctx context.Context, key string) error
+}
+
+// checkPut puts a proxy's report, replaces it, and forgets it, checking
+// after each what data() holds: base and the report, then base alone.
+func checkPut(t *testing.T, p putter, data func() map[string]string, base map[string]string) {
+	t.Helper()
+	const key = "_proxy_cache-proxy-0"
+	for _, value := range []string{`{"loaded":{"":5}}`, `{"loaded":{"a":7,"b":6}}`, ""} {
+		var err error
+		if value != "" {
+			err = p.Put(context.Background(), key, value)
+		} else {
+			err = p.Forget(context.Background(), key)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{}
+		for k, v := range base {
+			want[k] = v
+		}
+		if value != "" {
+			want[key] = value
+		}
+		if got := data(); !equal(got, want) {
+			t.Errorf("after putting %q: data %v, want %v", value, got, want)
+		}
 	}
 }
