@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -100,14 +101,33 @@ func TestRunConfirmsWhatTheProxyLoaded(t *testing.T) {
 		t.Errorf("memcached_agent_proxy_loaded before any pool = %d", got)
 	}
 
-	// The first pool.
+	// The first pool, of a Memcached that hands nothing off: the agent
+	// is Ready once the proxy loaded it, and reports nothing (nobody
+	// waits for the proxy's word, and ConfigMap NAME-agent does not
+	// exist), two of the proxy's announcements later.
 	const v1 = 1767225600000
 	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", v1, "10.0.0.1", "10.0.0.2"))
-	waitForReport(t, reportFile, pod, fmt.Sprintf(`{"loaded":{"":%d}}`, v1))
 	want := fmt.Sprintf("ok: pool version %d, 2 slots, 0 down; the proxy loaded =%d\n", v1, v1)
 	if code, body := waitForReadyz(t, admin, func(body string) bool { return body == want }); code != http.StatusOK || body != want {
 		t.Errorf("/readyz once the proxy loaded the pool: %d %q, want 200 %q", code, body, want)
 	}
+	runs = statOf(t, p, "proxy_config_cron_runs")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := statOf(t, p, "proxy_config_cron_runs"); n < runs+2 {
+			return fmt.Errorf("the proxy's cron ran %d times, want %d", n, runs+2)
+		}
+		return nil
+	})
+	if got := proxyReport(t, reportFile, pod); got != "" {
+		t.Errorf("a Memcached that hands nothing off: the report is %q, want none", got)
+	}
+	if strings.Contains(a.stdout.String(), "cannot report") {
+		t.Errorf("the agent warned of a report nobody asked for:\n%s", a.stdout.String())
+	}
+
+	// keepWarm on: copies wait for the proxies' word, which is reported.
+	testutil.WriteFileAtomic(t, source, keepWarmSlots("cache", v1, "10.0.0.1", "10.0.0.2"))
+	waitForReport(t, reportFile, pod, fmt.Sprintf(`{"loaded":{"":%d}}`, v1))
 	waitForMetric(t, admin, "memcached_agent_proxy_loaded 1")
 	waitForMetric(t, admin, fmt.Sprintf("memcached_agent_proxy_loaded_version %s", strconv.FormatFloat(v1, 'g', -1, 64)))
 	reloads := statOf(t, p, "proxy_config_reloads")
@@ -116,7 +136,7 @@ func TestRunConfirmsWhatTheProxyLoaded(t *testing.T) {
 	// the report (the pool is written within milliseconds; the proxy
 	// loads it at its next whole second and says so at the one after).
 	began := time.Now()
-	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", v1+1, "10.0.0.1", "10.0.0.3"))
+	testutil.WriteFileAtomic(t, source, keepWarmSlots("cache", v1+1, "10.0.0.1", "10.0.0.3"))
 	waitForReport(t, reportFile, pod, fmt.Sprintf(`{"loaded":{"":%d}}`, v1+1))
 	testutil.Benchmark("BenchmarkProxyConfirm/routes", "%.3f s", time.Since(began).Seconds())
 	if got := statOf(t, p, "proxy_config_reloads"); got != reloads+1 {
@@ -126,7 +146,7 @@ func TestRunConfirmsWhatTheProxyLoaded(t *testing.T) {
 	// Another version, the same routes: taken without a reload, and said
 	// at the proxy's next whole second.
 	began = time.Now()
-	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", v1+2, "10.0.0.1", "10.0.0.3"))
+	testutil.WriteFileAtomic(t, source, keepWarmSlots("cache", v1+2, "10.0.0.1", "10.0.0.3"))
 	waitForReport(t, reportFile, pod, fmt.Sprintf(`{"loaded":{"":%d}}`, v1+2))
 	testutil.Benchmark("BenchmarkProxyConfirm/versions", "%.3f s", time.Since(began).Seconds())
 	if got := statOf(t, p, "proxy_config_reloads"); got != reloads+1 {
@@ -142,7 +162,7 @@ func TestRunConfirmsWhatTheProxyLoaded(t *testing.T) {
 			p.Thaw(t)
 		}
 	}()
-	testutil.WriteFileAtomic(t, source, memcachedSlots("cache", v1+3, "10.0.0.4"))
+	testutil.WriteFileAtomic(t, source, keepWarmSlots("cache", v1+3, "10.0.0.4"))
 	waitForFile(t, p.PoolFile, fmt.Sprintf("version %d\n# tables =%d\n10.0.0.4:11211\nend 1\n", v1+3, v1+3))
 	waitForReport(t, reportFile, pod, `{"loaded":{}}`)
 	if code, body := httpGet(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "the proxy has not said it loaded a pool") {
@@ -173,6 +193,12 @@ func TestRunConfirmsWhatTheProxyLoaded(t *testing.T) {
 	if n := proxyExited(p); n != "" {
 		t.Errorf("the proxy: %s", n)
 	}
+}
+
+// keepWarmSlots is memcachedSlots of a Memcached with keepWarm: it hands
+// items off, and its copies wait for the proxies' word.
+func keepWarmSlots(name string, version int64, slots ...string) []byte {
+	return bytes.Replace(memcachedSlots(name, version, slots...), []byte(`"spec":{`), []byte(`"spec":{"rollout":{"keepWarm":true},`), 1)
 }
 
 // proxyExited says how the proxy exited, "" while it runs.

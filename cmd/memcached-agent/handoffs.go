@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"k8s.io/client-go/rest"
 
@@ -21,6 +22,9 @@ type handoffSink struct {
 	runner *handoff.Runner
 	kube   *report.Kube
 	file   *report.File
+	// handsOff is what the last Memcached offered says (spec.HandsOff):
+	// only then is the proxy's word reported (proxyStore).
+	handsOff atomic.Bool
 }
 
 // newHandoffSink reports through restConfig when it is set (the agent follows
@@ -53,6 +57,7 @@ func (c *handoffSink) Offer(_ string, m *v1alpha1.Memcached) {
 	if c.kube != nil {
 		c.kube.SetUID(m.UID)
 	}
+	c.handsOff.Store(m.Spec.HandsOff())
 	c.runner.UpdateClients(clientsOf(m))
 	c.runner.UpdateZones(m.Status.Handoffs, m.Status.Tables())
 }
@@ -87,10 +92,11 @@ func (c *handoffSink) proxyStore(logger *slog.Logger) confirm.Store {
 	if c.file != nil {
 		stores = append(stores, c.file)
 	}
+	var store confirm.Store = stores
 	if len(stores) == 0 {
-		return confirm.LogStore{Logger: logger}
+		store = confirm.LogStore{Logger: logger}
 	}
-	return stores
+	return confirm.Asked{Store: store, Asked: c.handsOff.Load}
 }
 
 // Stop ends every copy and waits for them.

@@ -77,7 +77,7 @@ func keepWarm(s *v1alpha1.MemcachedSpec) bool {
 
 // handsOff tells whether the agent hands items on: keepWarm's hand-offs,
 // or, with zones, the refills of slots taken cold.
-func handsOff(s *v1alpha1.MemcachedSpec) bool { return keepWarm(s) || zoned(s) }
+func handsOff(s *v1alpha1.MemcachedSpec) bool { return s.HandsOff() }
 
 func (handoff) agentKinds(s *v1alpha1.MemcachedSpec) []string {
 	if handsOff(s) {

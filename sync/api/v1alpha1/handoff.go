@@ -102,3 +102,10 @@ func (s *MemcachedSpec) ProxyOn() bool {
 func (s *MemcachedSpec) ClockClients() bool {
 	return !s.ProxyOn() || (s.Discovery != nil && s.Discovery.Enabled) || (s.StableNames != nil && s.StableNames.Enabled)
 }
+
+// HandsOff tells whether the agent hands items on: keepWarm's hand-offs,
+// or zones' refills. Only then does the hook make ConfigMap NAME-agent,
+// where the agents report, and does a copy wait for the proxies' word.
+func (s *MemcachedSpec) HandsOff() bool {
+	return (s.Rollout != nil && s.Rollout.KeepWarm) || s.Zones != nil
+}

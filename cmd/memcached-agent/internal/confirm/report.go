@@ -65,6 +65,9 @@ func (r *Reporter) Run(ctx context.Context) {
 				reported, said, retry, wait = want, "", MinRetry, nil
 				r.logger.Info("reported the pool the proxy routes by", "key", r.key, "report", want)
 			case ctx.Err() != nil:
+			case errors.Is(err, ErrNotAsked):
+				// Not a failure: asked again a second later.
+				wait = time.After(MinRetry)
 			default:
 				if r.failed != nil {
 					r.failed()
@@ -100,6 +103,27 @@ func (r *Reporter) forget(written bool) {
 		return
 	}
 	r.logger.Info("took the proxy's report out", "key", r.key)
+}
+
+// ErrNotAsked is what an Asked store answers while nobody asks for the
+// proxy's word: the Reporter tries again soon, quietly.
+var ErrNotAsked = errors.New("nobody asks for the proxy's word")
+
+// Asked is a Store that writes only while Asked says someone waits for
+// the proxy's word: a Memcached that hands nothing off (no keepWarm, no
+// zones) has no copy to wait for it, and no ConfigMap NAME-agent to hold
+// it (the agent's Role does not reach one either), where every write
+// would fail and warn.
+type Asked struct {
+	Store
+	Asked func() bool
+}
+
+func (a Asked) Put(ctx context.Context, key, value string) error {
+	if !a.Asked() {
+		return ErrNotAsked
+	}
+	return a.Store.Put(ctx, key, value)
 }
 
 // LogStore is a Store that logs each report: the agent with --from-file
