@@ -237,10 +237,10 @@ func TestZoneRefill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.done()
+	lowest := s.done()
 
 	before, down, during, after := b1.Sub(b0).HitRatio(), b2.Sub(b1).HitRatio(), b3.Sub(b2).HitRatio(), b4.Sub(b3).HitRatio()
-	stale := b4.Sub(b1).Stale
+	stale, errs := b4.Sub(b1).Stale, b4.Sub(b1).Errors
 	var items, skipped, seconds int64
 	if report != nil {
 		items, skipped, seconds = report.Items, report.Skipped, report.Seconds
@@ -248,6 +248,10 @@ func TestZoneRefill(t *testing.T) {
 	testutil.Benchmark("BenchmarkHandoff/zones/refill/hit-ratio",
 		"%.3f hit-ratio-before %.3f hit-ratio-slot-down %.3f hit-ratio-during-refill %.3f hit-ratio-after %.3f after-of-before %.3f during-of-before %d stale",
 		before, down, during, after, after/before, during/before, stale)
+	// From the loss to the end: make before break's figures, as the
+	// other hand-offs print them.
+	testutil.Benchmark("BenchmarkHandoff/zones/refill/loss-to-after", "%.3f hit-ratio %.3f of-before %.3f lowest-second %d errors %d stale",
+		b4.Sub(b1).HitRatio(), b4.Sub(b1).HitRatio()/before, lowest, errs, stale)
 	testutil.Benchmark("BenchmarkHandoff/zones/refill/proxy-switch", "%.3f s-from-the-status %.3f s-from-the-status-to-the-refill's-end", switched.Sub(tookSlot).Seconds(), took.Seconds())
 	// What the loss costs without a refill: the slot served by the new,
 	// empty Pod, from the proxy's switch to the copy (which waits
