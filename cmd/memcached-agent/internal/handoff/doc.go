@@ -44,10 +44,10 @@
 //
 // So, for a hand-off whose source leaves (Replaced, Removed), or whose
 // keys' clients are given their new place only once the copy ended
-// (Moved, Grown, Refill), a connection to the source asks for
-// `watch mutations deletions` before
-// the key dump starts, and every key the source logs as stored or
-// deleted from then on is handed on again: read from the source (mg) and
+// (Moved, Grown, Refill), a connection to the source asks for `watch
+// mutations deletions` before the key dump starts, and every key the
+// source logs as stored or deleted from then on is handed on again
+// (those the copy's route sends somewhere): read from the source (mg) and
 // written to where the bulk copy sends that key in set mode (it is newer
 // than anything the copy put there, or than what it read), or, when the
 // last event was a deletion or the source no longer holds it, deleted
