@@ -153,9 +153,10 @@ func preStop(s *v1alpha1.MemcachedSpec) *corev1.LifecycleHandler {
 // planHandoffs plans the hand-offs, as package slots does for every
 // cell: with keepWarm, where each leaving Pod's items go within its cell;
 // with zones, the Refills across them; with the progress the agent
-// reports in the data of the ConfigMap NAME-agent. Then, with keepWarm,
-// a slot a Pod took from a leaving one is Filling until its copy ends
-// (slots.Fill): the children that follow the table (stable names) and
+// reports in the data of the ConfigMap NAME-agent. Then a slot a Pod
+// took from a leaving one (keepWarm), or with nothing handed over
+// (zones: a Refill's), is Filling until its copy ends (slots.Fill): the
+// children that follow the table (stable names, the proxies' pool) and
 // the status see it so.
 func (pl *plan) planHandoffs(now time.Time) {
 	cells := pl.slotCells()
@@ -166,10 +167,10 @@ func (pl *plan) planHandoffs(now time.Time) {
 		Prev:     pl.p.Status.Handoffs,
 		Reports:  pl.obs.reports,
 	})
-	if !keepWarm(pl.spec) {
+	if !handsOff(pl.spec) {
 		return
 	}
-	tables, pending := slots.Fill(slots.FillInput{Cells: cells, Handoffs: pl.handoffs, Size: pl.size, Bound: fillBound(pl.spec), Now: now})
+	tables, pending := slots.Fill(slots.FillInput{Cells: cells, Handoffs: pl.handoffs, KeepWarm: keepWarm(pl.spec), Size: pl.size, Bound: fillBound(pl.spec), Now: now})
 	for i := range pl.cells {
 		pl.cells[i].assigned.Slots = tables[i]
 	}
@@ -181,7 +182,9 @@ func (pl *plan) planHandoffs(now time.Time) {
 // preStop's first sleep and the time it serves, less the wait for
 // clients to move off it (with the proxy tier, the proxies' confirmation
 // may take up to contract.ProxyConfirm) and the hook's own settling, so
-// that they have left it before its preStop ends.
+// that they have left it before its preStop ends. A Refill's Pod (zones)
+// waits as long after it turned Ready: its copy is of a slot's items, a
+// Pod's worth.
 func fillBound(s *v1alpha1.MemcachedSpec) time.Duration {
 	wait := clientMoveSeconds(s)
 	if s.ProxyOn() {

@@ -325,8 +325,10 @@ type pod struct {
 	labels    map[string]string // nil means the selector labels
 	phase     corev1.PodPhase   // "" means Running
 	ready     bool
-	ip        string
-	deleting  bool
+	// readyAt is when its Ready condition last changed; zero: none given.
+	readyAt  time.Time
+	ip       string
+	deleting bool
 	// deletedAgo is when its deletion was asked, with a grace period of
 	// a minute; 0: its deletion timestamp is a minute past, with none.
 	deletedAgo     time.Duration
@@ -413,6 +415,9 @@ func (p pod) object() corev1.Pod {
 		o.Status.Conditions = append(o.Status.Conditions,
 			corev1.PodCondition{Type: corev1.PodReady, Status: readyStatus},
 			corev1.PodCondition{Type: corev1.ContainersReady, Status: readyStatus})
+		if !p.readyAt.IsZero() {
+			o.Status.Conditions[1].LastTransitionTime = metav1.NewTime(p.readyAt)
+		}
 		cs := corev1.ContainerStatus{Name: "memcached", Image: v1alpha1.DefaultImage, Ready: p.ready}
 		switch {
 		case p.waiting != "":

@@ -578,6 +578,84 @@ func TestZonesRefill(t *testing.T) {
 	}
 }
 
+// TestZonesRefillDown: the slot a Refill fills is Filling, with no Pod
+// to serve it, so that its zone's pool has it down (the proxies read its
+// keys from another zone rather than the empty Pod), until the agent
+// reports the copy copied, or the bound after the Pod turned Ready
+// passed; with keepWarm or without (zones refill either way).
+func TestZonesRefillDown(t *testing.T) {
+	for name, spec := range map[string]string{
+		"zones":          zonesSpec,
+		"zones,keepWarm": `{"size":2,"zones":{"names":["a","b","c"]},"rollout":{"keepWarm":true}}`,
+	} {
+		t.Run(name, func(t *testing.T) { refillDown(t, spec) })
+	}
+}
+
+// refillDown is TestZonesRefillDown for one spec.
+func refillDown(t *testing.T, spec string) {
+	t.Helper()
+	zones := []string{"a", "b", "c"}
+	took := fixedNow.Add(time.Minute)
+	f := zonedFixture(spec, zones, 2, nil)
+	first := f.run(t, fixedNow)
+	f.zones, f.conditions = first.status.Zones, first.status.Conditions
+	f.pods = slices.DeleteFunc(f.pods, func(p pod) bool { return p.name == "b-1" })
+	f.pods = append(f.pods, pod{name: "b-2", labels: memcached.ZoneSelectorLabels(testName, "b"), ready: true, readyAt: took.Add(-5 * time.Second), ip: "10.2.0.9"})
+	// checkDown checks zone b's slot 1, b-2's, in a status and its pool.
+	checkDown := func(t *testing.T, st v1alpha1.MemcachedStatus, want bool) {
+		t.Helper()
+		var slot v1alpha1.Slot
+		for _, z := range st.Zones {
+			if z.Name == "b" {
+				slot = z.SlotTable.Slots[1]
+			}
+		}
+		if down := slot.State == v1alpha1.SlotFilling; down != want || slot.Pod != "b-2" || slot.From != "" {
+			t.Errorf("zone b's slot 1 is %+v, want b-2 Filling (down) %t, from no Pod", slot, want)
+		}
+		pool, err := contract.RenderPool(st.Zones)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if down := strings.Contains(string(pool.Content), contract.ZoneDownLabel("b", 1)); down != want {
+			t.Errorf("the pool has zone b's slot 1 down %t, want %t:\n%s", down, want, pool.Content)
+		}
+	}
+	a := f.run(t, took)
+	if r := refills(a.status.Handoffs); !slices.Equal(r, []string{"a-1 1->b-2@b"}) {
+		t.Fatalf("refills %q, want b-2 filled from a-1", r)
+	}
+	checkDown(t, a.status, true)
+	h := a.status.Handoffs[0]
+	f.zones, f.conditions, f.handoffs = a.status.Zones, a.status.Conditions, a.status.Handoffs
+	report := func(state v1alpha1.HandoffState) []any {
+		return []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": testName + "-agent", "namespace": testNamespace},
+			"data":     map[string]string{contract.ReportKey(h): fmt.Sprintf(`{"state":%q,"items":5}`, state)}}}
+	}
+	later := took.Add(10 * time.Second)
+	for _, tt := range []struct {
+		name     string
+		children []any
+		at       time.Time
+		wantDown bool
+	}{
+		{name: "nothing reported", at: later, wantDown: true},
+		{name: "copying", children: report(v1alpha1.HandoffCopying), at: later, wantDown: true},
+		{name: "copied", children: report(v1alpha1.HandoffCopied), at: later},
+		{name: "done", children: report(v1alpha1.HandoffDone), at: later},
+		{name: "failed", children: report(v1alpha1.HandoffFailed), at: later},
+		{name: "the bound passed", children: report(v1alpha1.HandoffCopying), at: took.Add(time.Hour)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := f
+			g.children = tt.children
+			checkDown(t, g.run(t, tt.at).status, tt.wantDown)
+		})
+	}
+}
+
 // TestZonesRefillCarried: a refill is carried forward, with the agent's
 // progress, until the agent reports it ended, or the filled Pod stops
 // serving its slot.
@@ -608,6 +686,7 @@ func TestZonesRefillCarried(t *testing.T) {
 	}{
 		{name: "nothing reported: carried", want: []string{"a-1 1->b-2@b"}},
 		{name: "copying: carried with its progress", children: []any{report(v1alpha1.HandoffCopying)}, want: []string{"a-1 1->b-2@b"}, wantProg: v1alpha1.HandoffCopying},
+		{name: "copied: carried, while the agent waits for clients to move", children: []any{report(v1alpha1.HandoffCopied)}, want: []string{"a-1 1->b-2@b"}, wantProg: v1alpha1.HandoffCopied},
 		{name: "done: ends", children: []any{report(v1alpha1.HandoffDone)}},
 		{name: "failed: ends", children: []any{report(v1alpha1.HandoffFailed)}},
 		{name: "the filled Pod lost: ends", change: func(f *fixture) {

@@ -13,13 +13,19 @@ import (
 type FillInput struct {
 	Cells    []Cell
 	Handoffs []v1alpha1.Handoff
+	// KeepWarm is spec.rollout.keepWarm, as HandoffInput's: without it
+	// only the Refills' slots are marked (their Pods wait unlisted until
+	// filled); the cells hand nothing on within themselves, and the rest
+	// of their tables is as Assign made it.
+	KeepWarm bool
 	// Size is the slots kept (spec.size): a slot at or above it that
 	// Assign still lists is a scale-down's.
 	Size int32
 	// Bound is how long after its deletion was asked a leaving Pod's
 	// successor may be filled before the slot moves to it with what it
 	// has: the leaving Pod's preStop ends later, so that clients still
-	// move off it before its memcached stops.
+	// move off it before its memcached stops. A Refill's Pod waits as
+	// long after it turned Ready.
 	Bound time.Duration
 	Now   time.Time
 }
@@ -72,6 +78,20 @@ type FillInput struct {
 // settled), past every slot a staying Pod holds, is Removing too, so that
 // the copy hashes over the slots kept.
 //
+// With spec.zones, a Refill is make before break too: the Pod that took
+// a slot with nothing handed over (refill.go) is Filling, with no From,
+// while the agent copies the slot's items into it from another zone (no
+// Copied, Done or Failed report), so that its zone's proxies are given
+// no Pod for the slot (v1alpha1.Slot.ServedIP: the pool writes it down)
+// and fail its reads over to a sibling zone, as while the slot was
+// empty, rather than read the new Pod empty; writes reach the other zones
+// meanwhile, and the agent forwards the source's to the Pod filled. At
+// the bound after the Pod turned Ready (the sync it took the slot in,
+// for a Pod that took a free slot as it turned Ready: there is no other
+// time the plan keeps) the slot is listed with what the copy gave; a
+// Pod that waited Ready for longer than the bound before it took the
+// slot is listed at once, as before make before break.
+//
 // What the status this sync started from published stays so: a slot it
 // served from a Pod is not Filling again with that Pod, and added slots
 // it listed are not Adding again, whatever a copy that starts over
@@ -86,13 +106,16 @@ func Fill(in FillInput) (tables [][]v1alpha1.Slot, pending time.Duration) {
 	for i, c := range in.Cells {
 		f.tables[i] = c.Assigned.Slots
 	}
-	for i := range in.Cells {
-		f.growth(i)
+	if in.KeepWarm {
+		for i := range in.Cells {
+			f.growth(i)
+		}
+		f.replaced()
+		for i := range in.Cells {
+			f.shrink(i)
+		}
 	}
-	f.replaced()
-	for i := range in.Cells {
-		f.shrink(i)
-	}
+	f.refilled()
 	return f.tables, f.pending
 }
 
@@ -185,6 +208,38 @@ func (f *filler) replaced() {
 	}
 }
 
+// refilled marks Filling, with no Pod to serve them, the slots Refill
+// hand-offs fill while their copies have not copied.
+func (f *filler) refilled() {
+	for _, h := range f.in.Handoffs {
+		slot, to, toIP, ok := h.Refilled()
+		if !ok || !copying(h) {
+			continue
+		}
+		i := slices.IndexFunc(f.in.Cells, func(c Cell) bool { return c.Zone == h.Zone })
+		if i < 0 {
+			continue
+		}
+		table, s, prev := f.tables[i], int(slot), f.in.Cells[i].Prev
+		if s >= len(table) || table[s].Pod != to || table[s].IP != toIP || table[s].State != v1alpha1.SlotServing {
+			continue
+		}
+		if s < len(prev) && prev[s].Pod == to && prev[s].State == v1alpha1.SlotServing {
+			continue // listed already
+		}
+		p := slices.IndexFunc(f.in.Cells[i].Pods, func(p Pod) bool { return p.Name == to })
+		if p < 0 {
+			continue
+		}
+		left := f.in.Cells[i].Pods[p].ReadySince.Add(f.in.Bound).Sub(f.in.Now)
+		if left <= 0 {
+			continue
+		}
+		f.wait(left)
+		f.own(i)[s].State = v1alpha1.SlotFilling
+	}
+}
+
 // shrink keeps cell i's removed slots listed, Removing, past the kept ones
 // while their Pods hand their keys on.
 func (f *filler) shrink(i int) {
@@ -262,7 +317,7 @@ func removedSlots(c Cell, table []v1alpha1.Slot, handoffs []v1alpha1.Handoff, bo
 }
 
 // copying tells whether a copy that reports Copied before it ends (Moved,
-// Grown) has not copied yet: no report, or Copying.
+// Grown, Refill) has not copied yet: no report, or Copying.
 func copying(h v1alpha1.Handoff) bool {
 	return h.Progress == nil || h.Progress.State == v1alpha1.HandoffCopying
 }

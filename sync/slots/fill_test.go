@@ -104,7 +104,7 @@ func TestFill(t *testing.T) {
 				tt.prev = "a@10.0.0.1:Serving b@10.0.0.2:Serving"
 			}
 			cell := slots.Cell{Prev: table(t, tt.prev), Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
+			tables, pending := slots.Fill(slots.FillInput{KeepWarm: true, Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
 			got := tables[0][1]
 			if filling := got.State == v1alpha1.SlotFilling; filling != tt.wantFilling {
 				t.Fatalf("slot 1 is %s; want Filling %t", show(tables[0]), tt.wantFilling)
@@ -193,7 +193,7 @@ func TestFillGrowth(t *testing.T) {
 			assigned := table(t, tt.table)
 			want := show(assigned)
 			cell := slots.Cell{Assigned: slots.Assignment{Slots: assigned}, Pods: pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
+			tables, pending := slots.Fill(slots.FillInput{KeepWarm: true, Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: int32(len(assigned)), Bound: bound, Now: tt.now})
 			if got := len(v1alpha1.Listed(tables[0])); got != tt.wantListed {
 				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.wantListed)
 			}
@@ -311,7 +311,7 @@ func TestFillShrink(t *testing.T) {
 			assigned := table(t, tt.table)
 			was := show(assigned)
 			cell := slots.Cell{Prev: prev, Assigned: slots.Assignment{Slots: assigned}, Pods: tt.pods}
-			tables, pending := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: 3, Bound: bound, Now: tt.now})
+			tables, pending := slots.Fill(slots.FillInput{KeepWarm: true, Cells: []slots.Cell{cell}, Handoffs: tt.handoffs, Size: 3, Bound: bound, Now: tt.now})
 			var got []string
 			for _, e := range tables[0] {
 				s := e.Pod + "@" + e.IP + ":" + string(e.State)
@@ -362,7 +362,7 @@ func TestFillShrinkRun(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cell := slots.Cell{Prev: prev, Assigned: slots.Assignment{Slots: table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving c@10.0.0.3:Serving")}, Pods: pods}
-			tables, _ := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Size: 3, Bound: 37 * time.Second, Now: now,
+			tables, _ := slots.Fill(slots.FillInput{KeepWarm: true, Cells: []slots.Cell{cell}, Size: 3, Bound: 37 * time.Second, Now: now,
 				Handoffs: []v1alpha1.Handoff{removed("d", "10.0.0.4", tt.d), removed("e", "10.0.0.5", tt.e)}})
 			if got := len(v1alpha1.Listed(tables[0])); got != tt.listed {
 				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.listed)
@@ -389,10 +389,168 @@ func TestFillGrowthListedStays(t *testing.T) {
 			c := ready("c", "10.0.0.3")
 			c.ReadySince = now.Add(-time.Second)
 			cell := slots.Cell{Prev: table(t, tt.prev), Assigned: slots.Assignment{Slots: assigned}, Pods: []slots.Pod{ready("a", "10.0.0.1"), ready("b", "10.0.0.2"), c}}
-			tables, _ := slots.Fill(slots.FillInput{Cells: []slots.Cell{cell}, Handoffs: []v1alpha1.Handoff{h}, Size: 3, Bound: 37 * time.Second, Now: now})
+			tables, _ := slots.Fill(slots.FillInput{KeepWarm: true, Cells: []slots.Cell{cell}, Handoffs: []v1alpha1.Handoff{h}, Size: 3, Bound: 37 * time.Second, Now: now})
 			if got := len(v1alpha1.Listed(tables[0])); got != tt.want {
 				t.Errorf("%d slots listed (%s), want %d", got, show(tables[0]), tt.want)
 			}
 		})
+	}
+}
+
+// TestFillRefill checks when the slot a Refill fills (spec.zones: a Pod
+// took it with nothing handed over) is Filling with no Pod to serve it, so
+// that its zone's pool has it down and the proxies read its keys from
+// another zone, and when it is listed.
+func TestFillRefill(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const bound = 37 * time.Second
+	// Zone a's slot 1 lost its Pod; n, Ready 5 s ago, took it. b1 holds
+	// slot 1 in zone b.
+	n := ready("n", "10.0.0.9")
+	n.ReadySince = now.Add(-5 * time.Second)
+	refill := func(to, toIP string, st v1alpha1.HandoffState) v1alpha1.Handoff {
+		h := v1alpha1.Handoff{Pod: "b1", IP: "10.0.1.2", Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: ptr32(1), To: to, ToIP: toIP}
+		if st != "" {
+			h.Progress = &v1alpha1.HandoffProgress{State: st}
+		}
+		return h
+	}
+	tests := []struct {
+		name        string
+		prev        string
+		table       string
+		pod         slots.Pod
+		handoffs    []v1alpha1.Handoff
+		now         time.Time
+		noKeepWarm  bool
+		wantFilling bool
+		wantPending time.Duration
+	}{{
+		name:        "the copy has not started: the slot is down in its zone",
+		handoffs:    []v1alpha1.Handoff{refill("n", "10.0.0.9", "")},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:        "still copying",
+		handoffs:    []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffCopying)},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:        "without keepWarm too: zones refill either way",
+		handoffs:    []v1alpha1.Handoff{refill("n", "10.0.0.9", "")},
+		noKeepWarm:  true,
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:     "copied: listed, while the agent forwards the source's writes until clients moved",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffCopied)},
+	}, {
+		name:     "done: listed",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffDone)},
+	}, {
+		name:     "failed: listed with what it has",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffFailed)},
+	}, {
+		name:     "the bound after the Pod turned Ready passed: listed with what the copy gave",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffCopying)},
+		now:      now.Add(32 * time.Second),
+	}, {
+		name:     "the Pod waited Ready for longer than the bound before it took the slot: listed at once",
+		pod:      slots.Pod{Name: "n", IP: "10.0.0.9", Ready: true, ReadySince: now.Add(-time.Hour)},
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", "")},
+	}, {
+		// An agent restarted between Copied and Done copies again, and
+		// reports Copying.
+		name:     "the status listed the slot from the Pod: never down again",
+		prev:     "a0@10.0.0.1:Serving n@10.0.0.9:Serving a2@10.0.0.3:Serving",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", v1alpha1.HandoffCopying)},
+	}, {
+		name:        "a Pod back in its slot (Flush): down until refilled",
+		prev:        "a0@10.0.0.1:Serving n@10.0.0.9:NotReady a2@10.0.0.3:Serving",
+		handoffs:    []v1alpha1.Handoff{refill("n", "10.0.0.9", "")},
+		wantFilling: true, wantPending: 32 * time.Second,
+	}, {
+		name:     "the entry names another Pod than the slot's",
+		handoffs: []v1alpha1.Handoff{refill("x", "10.0.0.8", "")},
+	}, {
+		name:     "the Pod filled is not Ready: its slot is not served anyway",
+		table:    "a0@10.0.0.1:Serving n@10.0.0.9:NotReady a2@10.0.0.3:Serving",
+		handoffs: []v1alpha1.Handoff{refill("n", "10.0.0.9", "")},
+	}, {
+		name:     "no Refill",
+		handoffs: nil,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.prev == "" {
+				tt.prev = "a0@10.0.0.1:Serving - a2@10.0.0.3:Serving"
+			}
+			if tt.table == "" {
+				tt.table = "a0@10.0.0.1:Serving n@10.0.0.9:Serving a2@10.0.0.3:Serving"
+			}
+			if tt.pod.Name == "" {
+				tt.pod = n
+			}
+			if tt.now.IsZero() {
+				tt.now = now
+			}
+			zoneB := "b0@10.0.1.1:Serving b1@10.0.1.2:Serving b2@10.0.1.3:Serving"
+			a := slots.Cell{Zone: "a", Prev: table(t, tt.prev), Assigned: slots.Assignment{Slots: table(t, tt.table)},
+				Pods: []slots.Pod{ready("a0", "10.0.0.1"), tt.pod, ready("a2", "10.0.0.3")}}
+			b := slots.Cell{Zone: "b", Prev: table(t, zoneB), Assigned: slots.Assignment{Slots: table(t, zoneB)},
+				Pods: []slots.Pod{ready("b0", "10.0.1.1"), ready("b1", "10.0.1.2"), ready("b2", "10.0.1.3")}}
+			was := show(a.Assigned.Slots)
+			tables, pending := slots.Fill(slots.FillInput{KeepWarm: !tt.noKeepWarm, Cells: []slots.Cell{a, b}, Handoffs: tt.handoffs, Size: 3, Bound: bound, Now: tt.now})
+			got := tables[0][1]
+			if filling := got.State == v1alpha1.SlotFilling; filling != tt.wantFilling {
+				t.Fatalf("zone a's slot 1 is %s; want Filling %t", show(tables[0]), tt.wantFilling)
+			}
+			if tt.wantFilling && (got.Pod != "n" || got.IP != "10.0.0.9" || got.From != "" || got.FromIP != "" || got.ServedIP() != "") {
+				t.Errorf("zone a's slot 1 = %+v; want n filling, served from no Pod", got)
+			}
+			if pending != tt.wantPending {
+				t.Errorf("pending = %v, want %v", pending, tt.wantPending)
+			}
+			if got := show(tables[1]); got != zoneB {
+				t.Errorf("zone b's table %s, want it as Assign made it: %s", got, zoneB)
+			}
+			if got := show(a.Assigned.Slots); got != was {
+				t.Errorf("Fill changed the table it was given: %s, was %s", got, was)
+			}
+			// The pool has the slot down in zone a (the proxies fail its
+			// reads over to zone b), and every other slot served.
+			pool, err := contract.RenderPool([]v1alpha1.ZoneStatus{{Name: "a", SlotTable: v1alpha1.SlotTable{Slots: tables[0]}}, {Name: "b", SlotTable: v1alpha1.SlotTable{Slots: tables[1]}}})
+			if err != nil {
+				t.Fatalf("the pool of these tables is refused: %v", err)
+			}
+			down := strings.Contains(string(pool.Content), contract.PoolPlaceholder+" "+contract.ZoneDownLabel("a", 1)+"\n")
+			wantDown := 0
+			if tt.wantFilling || got.State != v1alpha1.SlotServing {
+				wantDown = 1
+			}
+			if down != (wantDown == 1) || pool.Down != wantDown {
+				t.Errorf("the pool has zone a's slot 1 down %t, %d slots down; want %d:\n%s", down, pool.Down, wantDown, pool.Content)
+			}
+		})
+	}
+}
+
+// TestFillWithoutKeepWarm checks that without keepWarm (zones alone) Fill
+// marks only the Refills' slots: a leaving Pod's slot a Ready Pod took
+// serves it at once, and a slot above size stays Leaving.
+func TestFillWithoutKeepWarm(t *testing.T) {
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	b := leaving("b", "10.0.0.2")
+	b.LeavingSince = now.Add(-5 * time.Second)
+	assigned := table(t, "a@10.0.0.1:Serving c@10.0.0.3:Serving d@10.0.0.4:Leaving")
+	cell := slots.Cell{Zone: "a", Prev: table(t, "a@10.0.0.1:Serving b@10.0.0.2:Serving d@10.0.0.4:Serving"), Assigned: slots.Assignment{Slots: assigned},
+		Pods: []slots.Pod{ready("a", "10.0.0.1"), b, ready("c", "10.0.0.3"), leaving("d", "10.0.0.4")}}
+	h := v1alpha1.Handoff{Pod: "b", IP: "10.0.0.2", Reason: v1alpha1.HandoffReplaced, Zone: "a", Slot: ptr32(1), To: "c", ToIP: "10.0.0.3"}
+	for _, keepWarm := range []bool{false, true} {
+		tables, _ := slots.Fill(slots.FillInput{KeepWarm: keepWarm, Cells: []slots.Cell{cell}, Handoffs: []v1alpha1.Handoff{h}, Size: 2, Bound: 37 * time.Second, Now: now})
+		got, want := show(tables[0]), show(assigned)
+		if keepWarm {
+			want = "a@10.0.0.1:Serving c@10.0.0.3:Filling d@10.0.0.4:Removing"
+		}
+		if got != want {
+			t.Errorf("keepWarm %t: table %s, want %s", keepWarm, got, want)
+		}
 	}
 }

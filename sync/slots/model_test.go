@@ -45,9 +45,12 @@ import (
 // checked too: its Pod serves the slot in its zone, its source serves the
 // same slot in another zone of as many slots, no Pod is in two entries,
 // and it flushes first exactly when the filled Pod comes back to a slot
-// it was published Serving in (a partition, a NotReady spell). The zones'
-// own scenarios (a Pod lost without grace in one zone, a zone added, a
-// zone cut off and back) must plan some Refill, and the partition a Flush.
+// it was published Serving in (a partition, a NotReady spell); a slot
+// Filling with no Pod to serve it is a landed Refill's, and was not
+// served from its Pod in the status the sync started from (checkFill).
+// The zones' own scenarios (a Pod lost without grace in one zone, a zone
+// added, a zone cut off and back) must plan some Refill, and land its
+// slot Filling, and the partition a Flush.
 func TestModel(t *testing.T) {
 	tests := []struct {
 		name string
@@ -206,6 +209,9 @@ func TestModel(t *testing.T) {
 					}
 					if tt.refills && w.refills == 0 {
 						t.Errorf("a slot was taken cold, and no Refill was planned")
+					}
+					if tt.refills && w.refills > 0 && w.refilling == 0 {
+						t.Errorf("a Refill was planned, and no table landed with its slot Filling")
 					}
 					if tt.flushes && len(w.away) == 0 {
 						t.Errorf("the script cut off no Pod")
@@ -368,6 +374,7 @@ type world struct {
 	away         map[string]bool   // Pods that were NotReady after they served
 	servedFrom   map[string]string // zone/slot: the Pod a landed table served it from last
 	filled       int               // landed tables with a Filling slot
+	refilling    int               // of them, with a Refill's (no From)
 	// forgetDue are the reports the agent will remove, by key.
 	forgetDue map[string]time.Time
 }
@@ -681,7 +688,7 @@ func (w *world) compute(copy object) (status, time.Duration) {
 	st.handoffs = slots.Handoffs(in)
 	// Make before break, as the hook marks the tables (the bound of a
 	// 64 MiB keepWarm Pod: 10 + 32 - 2 - 2 s).
-	tables, filling := slots.Fill(slots.FillInput{Cells: in.Cells, Handoffs: st.handoffs, Size: copy.size, Bound: 38 * time.Second, Now: w.now})
+	tables, filling := slots.Fill(slots.FillInput{KeepWarm: true, Cells: in.Cells, Handoffs: st.handoffs, Size: copy.size, Bound: 38 * time.Second, Now: w.now})
 	wait(filling)
 	for i, c := range in.Cells {
 		st.assigned[c.Zone] = c.Assigned.Slots
@@ -760,7 +767,7 @@ func (w *world) check(copy object, st status) {
 				at[e.Pod] = e
 			}
 		}
-		w.checkFill(zone, st.tables[zone].Slots)
+		w.checkFill(zone, st.tables[zone].Slots, copy.status.tables[zone].Slots, st.handoffs)
 	}
 	moved := map[string]int32{}
 	for _, h := range st.handoffs {
@@ -918,13 +925,31 @@ func (w *world) checkRefill(copy object, st status, h v1alpha1.Handoff) {
 // served from a Pod in a published status is never Filling again with
 // that Pod (it moves to its successor once, and never back), and the
 // table's pool is one the proxy takes (a Pod listed once).
-func (w *world) checkFill(zone string, table []v1alpha1.Slot) {
+//
+// A Filling slot with no From (a Refill's: no Pod serves it, and its
+// zone's proxies read it from another zone) is the slot of a Pod a Refill
+// of the status fills, and not one the status the sync started from
+// (prev) served from that Pod: a Pod listed once its copy ended stays
+// listed. It may be Filling again after its Pod served it, once it
+// stopped serving and came back (a Refill with Flush): that sends no
+// client back to an older copy.
+func (w *world) checkFill(zone string, table, prev []v1alpha1.Slot, hs []v1alpha1.Handoff) {
 	for _, e := range table {
 		key := fmt.Sprintf("%s/%d", zone, e.Slot)
-		switch e.State {
-		case v1alpha1.SlotServing:
+		switch {
+		case e.State == v1alpha1.SlotServing:
 			w.servedFrom[key] = e.Pod
-		case v1alpha1.SlotFilling:
+		case e.State == v1alpha1.SlotFilling && e.From == "":
+			if !slices.ContainsFunc(hs, func(h v1alpha1.Handoff) bool {
+				s, to, toIP, ok := h.Refilled()
+				return ok && h.Zone == zone && s == e.Slot && to == e.Pod && toIP == e.IP
+			}) {
+				w.t.Errorf("landing %d: zone %q's slot %d is Filling with no Pod to serve it, and no Refill fills %s there: %s %s", w.landed, zone, e.Slot, e.Pod, show(table), handoffs(hs))
+			}
+			if int(e.Slot) < len(prev) && prev[e.Slot].Pod == e.Pod && prev[e.Slot].State == v1alpha1.SlotServing {
+				w.t.Errorf("landing %d: zone %q's slot %d served %s in the status the sync started from, and is Filling again: %s", w.landed, zone, e.Slot, e.Pod, show(table))
+			}
+		case e.State == v1alpha1.SlotFilling:
 			if w.servedFrom[key] == e.Pod {
 				w.t.Errorf("landing %d: zone %q's slot %d served %s, and is Filling with it again: %s", w.landed, zone, e.Slot, e.Pod, show(table))
 			}
@@ -935,6 +960,9 @@ func (w *world) checkFill(zone string, table []v1alpha1.Slot) {
 	}
 	if e := slices.IndexFunc(table, func(e v1alpha1.Slot) bool { return e.State == v1alpha1.SlotFilling }); e >= 0 {
 		w.filled++
+	}
+	if e := slices.IndexFunc(table, func(e v1alpha1.Slot) bool { return e.State == v1alpha1.SlotFilling && e.From == "" }); e >= 0 {
+		w.refilling++
 	}
 }
 

@@ -43,6 +43,12 @@ type Cluster struct {
 	// Children are more observed children, as objects (the agent's
 	// ConfigMap with its reports, say).
 	Children []any
+	// MaxResync, when set, is the longest resyncAfterSeconds Sync follows
+	// on its clock: the slot table's waits for events to settle, not a
+	// make-before-break bound (sync/slots.Fill: tens of seconds), which
+	// followed at once would end the fill in the Sync that began it. A
+	// test that sets it syncs again itself, each Sync a second later.
+	MaxResync time.Duration
 
 	status v1alpha1.MemcachedStatus
 	// children are the last Sync's answered children.
@@ -81,7 +87,7 @@ func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 	c.now = c.now.Add(time.Second)
 	for range 5 {
 		resync := c.syncOnce(t)
-		if resync == 0 {
+		if resync == 0 || (c.MaxResync > 0 && resync > c.MaxResync) {
 			break
 		}
 		c.now = c.now.Add(resync)

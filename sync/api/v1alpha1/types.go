@@ -773,7 +773,11 @@ type Slot struct {
 	// State is Serving (the Pod is Ready, not terminating and has an
 	// address: it is in the served list), Filling (spec.rollout.keepWarm:
 	// the Pod took the slot of From, a terminating Pod, and is being given
-	// its items; clients are still served From until it holds them),
+	// its items; clients are still served From until it holds them; or,
+	// with spec.zones and no From, the Pod took the slot with nothing
+	// handed over and is being refilled from another zone: no Pod serves
+	// the slot in its zone meanwhile, whose proxies read its keys from
+	// another zone),
 	// Adding (spec.rollout.keepWarm: a slot a scale-up added, whose keys
 	// are being copied to its Pod; clients are given the slots before the
 	// first Adding one, so that no key moves before its new Pod holds
@@ -788,7 +792,7 @@ type Slot struct {
 
 	// From is a Filling slot's terminating Pod, whose items the slot's Pod
 	// is being given, and FromIP its address: the Pod clients are served
-	// for the slot until the copy is done.
+	// for the slot until the copy is done (none while a Refill fills it).
 	// +optional
 	From string `json:"from,omitempty"`
 	// +optional
@@ -816,9 +820,10 @@ const (
 // terminating Pod's memcached serves until its preStop ends, and a slot a
 // scale-down removes serves until its keys are handed on: clients are
 // moved off a Pod, not dropped); a Filling slot's From, until its Pod
-// holds the items. No
-// client is pointed at a Pod before it holds its keys, and no Pod stops
-// serving before its clients have left it.
+// holds the items (none for a Refill's, which has no From: its zone's
+// proxies read the slot from another zone). No client is pointed at a
+// Pod before it holds its keys, and no Pod stops serving before its
+// clients have left it.
 func (s Slot) ServedIP() string {
 	switch s.State {
 	case SlotServing, SlotLeaving, SlotRemoving:

@@ -42,10 +42,12 @@
 // after the copy read its key would never reach the successor, which
 // would serve the copied, older value (issue #27).
 //
-// So, for a hand-off whose source leaves (Replaced, Removed), a
-// connection to the source asks for `watch mutations deletions` before
-// the key dump starts, and every key the source logs as stored or
-// deleted from then on is handed on again: read from the source (mg) and
+// So, for a hand-off whose source leaves (Replaced, Removed), or whose
+// keys' clients are given their new place only once the copy ended
+// (Moved, Grown, Refill), a connection to the source asks for `watch
+// mutations deletions` before the key dump starts, and every key the
+// source logs as stored or deleted from then on is handed on again
+// (those the copy's route sends somewhere): read from the source (mg) and
 // written to where the bulk copy sends that key in set mode (it is newer
 // than anything the copy put there, or than what it read), or, when the
 // last event was a deletion or the source no longer holds it, deleted
@@ -58,9 +60,12 @@
 // leaves the status, or maxForward passes.
 //
 // Moved, Grown and Refill sources stay and keep serving their other
-// keys, and a Grown copy deletes from its source what it copied:
-// forwarding its mutations would forward those deletions too. They get
-// none.
+// keys: their writes are forwarded until the table gives clients the
+// keys' new places and ClientMove passed (removeAfterListed), each to
+// where the copy's route sends its key (a key the route leaves on the
+// source is not forwarded); a Grown copy's second pass, which deletes
+// from its source what it copied, runs once the forwarding stopped, so
+// that those deletions are not forwarded.
 //
 // The race this accepts: a client that moved to the successor writes a
 // key there a few milliseconds after the forwarder read the same key's

@@ -70,14 +70,12 @@ type Options struct {
 	ReportEvery time.Duration
 	// ClientMove is how long clients take to move to a slot's new owner
 	// (the proxies switch their pool within a second), which a copy waits
-	// as its reason's settle says: a Removed, Moved or Grown copy after
-	// its entry appears (a write the leaving Pod took after the copy read
-	// its key would never reach the new owner, which would serve the
-	// older value; a write to the new owner is never overwritten, add
-	// mode); a Refill once it holds the lock and has emptied the Pod it
-	// fills (copyJob.settleRefill); a Replaced copy after it, once the
-	// slot serves the new Pod, before the done marker
-	// (copyJob.markDoneAfterSwitch). 0: no wait (the agent's
+	// as its reason's settle says, once the slot table gives clients the
+	// keys' new place, while the source's writes are still forwarded: a
+	// Replaced or Removed copy before the done marker
+	// (copyJob.markDoneAfterSwitch), a Moved, Grown or Refill copy before
+	// its forwarding ends (and a Grown one's second pass:
+	// copyJob.removeAfterListed). 0: no wait (the agent's
 	// --handoff-settle defaults to contract.ClientMove). It is not
 	// contract.Settle, the hook's wait for a Pod's event to settle.
 	ClientMove time.Duration

@@ -154,7 +154,8 @@ func (j *copyJob) lookAndLock() (done, held bool, holder string, last *v1alpha1.
 // bulkCopy copies the source's items, holding the lock: beside the copy
 // it renews the lock (which stops the copy when lost) and reports the
 // progress, and a leaving source's writes are forwarded from before the
-// dump.
+// dump. A Pod a Refill fills is emptied first, when it held the slot
+// before (emptyFilled).
 func (j *copyJob) bulkCopy(rt route) error {
 	r, h := j.r, j.h
 	j.start, j.cnt = r.opts.Now(), &counts{}
@@ -171,18 +172,16 @@ func (j *copyJob) bulkCopy(rt route) error {
 	cp := &copier{source: j.source, route: rt, dial: r.opts.Dial, timeout: r.opts.Timeout, batch: r.opts.Batch, now: r.opts.Now, counts: j.cnt,
 		remove: j.rs.remove && !later && !r.hooks.keepGrown, beforeGet: r.hooks.beforeGet, beforeRemove: r.hooks.beforeRemove,
 		pace: r.hooks.pace}
-	// A leaving source's writes are forwarded from before the dump until
-	// it stops (forward.go), and those of a source whose clients go on
-	// reading it until the copy ended (settleBeforeRemove), until they
-	// moved: watching starts here, so that every write it takes after the
-	// copy reads a key is logged.
-	j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.rs.leaving || later)
 	err := j.emptyFilled(copyCtx)
 	if err == nil {
-		err = j.settleRefill(copyCtx)
-	}
-	if err == nil {
-		// The copy's time counts from here, without a Refill's wait.
+		// A leaving source's writes are forwarded from before the dump
+		// until it stops (forward.go), and those of a source whose
+		// clients go on reading it until the copy ended
+		// (settleBeforeRemove), until they moved: watching starts here,
+		// so that every write it takes after the copy reads a key is
+		// logged; after the flush, which would empty what was forwarded.
+		j.fw, j.fwDone = r.forward(j.ctx, j.log, cp, j.rs.leaving || later)
+		// The copy's time counts from here, without the flush.
 		j.start = r.opts.Now()
 		wg.Go(func() { r.reportCopying(copyCtx, h, j.start, j.cnt) })
 		err = cp.run(copyCtx, r.opts.Retries)
@@ -197,12 +196,13 @@ func (j *copyJob) bulkCopy(rt route) error {
 
 // emptyFilled empties the Pod a Refill fills (its reason's flush) when the
 // entry says it held the slot before (Handoff.Flush): it was unreachable
-// or its memcached
-// restarted, and what it kept may be older than what the other zones were
-// written or told to delete meanwhile. Adding the source's items on top
-// would leave those; emptied, it misses until the copy reaches a key,
-// never serves an older value. Only the agent that holds the source's
-// lock empties it, once, before its copy.
+// or its memcached restarted, and what it kept may be older than what the
+// other zones were written or told to delete meanwhile. Adding the
+// source's items on top would leave those. Its slot is down in its zone
+// until the copy ended (the hook's Filling slot with no From), so no
+// client reads it meanwhile, nor writes to it: what it holds once the
+// copy ended is the source's items and writes. Only the agent that holds
+// the source's lock empties it, once, before its copy.
 func (j *copyJob) emptyFilled(ctx context.Context) error {
 	if !j.rs.flush || !j.h.Flush {
 		return nil
@@ -227,25 +227,6 @@ func (j *copyJob) emptyFilled(ctx context.Context) error {
 	}
 	j.log.Info("emptied the Pod to fill: it held the slot before", "to", j.h.To, "to_ip", ip)
 	return nil
-}
-
-// settleRefill waits, for a Refill (settleAfterFlush), as long as every
-// copy waits for clients to move to a slot's new Pod (ClientMove,
-// --handoff-settle), once the Pod to fill is emptied (emptyFilled). The hook plans a Refill
-// in the sync where its Pod takes the slot: until the proxies route the
-// slot there (each polls its pool once a second), they send the slot's
-// writes to the other zones only, so an item copied before then would
-// miss a write made after it was read, and the filled Pod, which keeps
-// what it holds (add mode), would serve the older value once the proxies
-// read from it (TestZoneRefill in test/handoff: 31 keys stale of 10,000
-// copied, with the copy over within 0.1 s and the proxy routing there a
-// second later). Emptied first, a Pod back in its own slot serves none of
-// what it kept while away.
-func (j *copyJob) settleRefill(ctx context.Context) error {
-	if j.rs.settle != settleAfterFlush {
-		return nil
-	}
-	return j.r.waitClients(ctx, j.log, "waiting for clients to move to the Pod to fill", j.h.Zone, j.r.version(j.h.Zone))
 }
 
 // finish marks a copy that ended well finished on the source (and, for a
@@ -276,10 +257,11 @@ func (j *copyJob) finish() error {
 }
 
 // removeAfterListed ends a copy whose source stays and whose clients go on
-// reading it until the copy ended (settleBeforeRemove: Grown, Moved). The
-// first pass copied without removing; it reports Copied, and the hook
-// gives clients the keys' new places once every such copy of the cell has
-// (Grown: the added slots listed; Moved: the old slot unlisted); then
+// reading it until the copy ended (settleBeforeRemove: Grown, Moved,
+// Refill). The first pass copied without removing; it reports Copied, and
+// the hook gives clients the keys' new places once every such copy of the
+// cell has (Grown: the added slots listed; Moved: the old slot unlisted;
+// Refill: the slot listed in the filled Pod's zone); then
 // clients get ClientMove to follow, and the forwarder (which handed the
 // source's writes on meanwhile) catches up and stops. For a reason that
 // removes (Grown), the copy then runs again, removing from the source

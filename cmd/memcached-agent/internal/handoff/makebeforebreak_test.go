@@ -260,3 +260,162 @@ func TestProxiesConfirm(t *testing.T) {
 		})
 	}
 }
+
+// TestRefillMakeBeforeBreak is a Refill (spec.zones) in the order the hook
+// now gives it: the slot is Filling with no Pod to serve it in the filled
+// Pod's zone (its reads go to the other zones, its writes reach them
+// only) while the copy runs, which starts at once, and clients go on
+// writing and deleting the slot's keys on the source (the slot's Pod in
+// another zone), whose writes are forwarded; the copy reports Copied and
+// does not end while the slot is Filling. When the table lists the filled
+// Pod, every key of the slot reads there the last write the cache
+// acknowledged (a deleted key misses): no stale read after the switch. A
+// proxy that has not switched yet writes to the source alone, within
+// ClientMove; the copy ends ClientMove after the listing, and those
+// writes reached the filled Pod too. No key of another slot is there.
+// Without the forwarding (what it prevents), keys written during the copy
+// are older on the filled Pod when it is listed.
+func TestRefillMakeBeforeBreak(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		noForward bool
+	}{
+		{name: "forwarded"},
+		{name: "not forwarded: what the forwarding prevents", noForward: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := refillUnderWrites(t, tt.noForward)
+			t.Logf("on the filled Pod: %d keys of the slot not their last acknowledged write when it was listed, %d when the copy ended, %d keys of other slots", got.atSwitch, got.atEnd, got.other)
+			if got.other > 0 {
+				t.Errorf("%d keys of other slots on the filled Pod, want none", got.other)
+			}
+			if tt.noForward {
+				if got.atSwitch == 0 {
+					t.Errorf("without forwarding every key of the slot on the filled Pod is its last acknowledged write: the test writes nothing the copy misses")
+				}
+				return
+			}
+			if got.atSwitch > 0 || got.atEnd > 0 {
+				t.Errorf("%d keys of the slot on the filled Pod are not their last acknowledged write when it is listed, %d when the copy ended; want 0, 0", got.atSwitch, got.atEnd)
+			}
+		})
+	}
+}
+
+// refillCounts are what refillUnderWrites finds on the filled Pod: the
+// slot's keys that are not their last acknowledged write when it is
+// listed (atSwitch) and once the copy ended (atEnd), and the keys of
+// other slots.
+type refillCounts struct{ atSwitch, atEnd, other int }
+
+// refillUnderWrites runs TestRefillMakeBeforeBreak's Refill, the source's
+// writes forwarded or not.
+func refillUnderWrites(t *testing.T, noForward bool) refillCounts {
+	t.Helper()
+	const keys, n, s = 300, 3, 1
+	const clientMove = 500 * time.Millisecond
+	src := startServer(t, nextIP(t), 64)
+	dst := startServer(t, nextIP(t), 64)
+	from, to := newClient(t, src.addr), newClient(t, dst.addr)
+	var mine, others []string
+	for i := 0; len(mine) < keys || len(others) < 20; i++ {
+		if k := "key-" + strconv.Itoa(i); place(k, n) == s {
+			mine = append(mine, k)
+		} else {
+			others = append(others, k)
+		}
+	}
+	mine, others = mine[:keys], others[:20]
+	// last is each key's last acknowledged value, "" once deleted.
+	last := make([]string, keys)
+	var seq int64
+	// round writes every key of the slot to the source, deleting one in
+	// ten (a different tenth each round), as the proxies do while the
+	// slot is down in the filled Pod's zone.
+	round := func() {
+		seq++
+		for i, k := range mine {
+			if (int64(i)+seq)%10 == 0 {
+				if got := from.Do("md " + k + "\r\n"); got != "HD\r\n" && got != "NF\r\n" {
+					t.Fatalf("md %s answered %q", k, got)
+				}
+				last[i] = ""
+				continue
+			}
+			v := strconv.FormatInt(seq, 10) + "-" + strconv.Itoa(i)
+			from.set(k, []byte(v), 0, 0)
+			last[i] = v
+		}
+	}
+	// stale counts the slot's keys on the filled Pod that are not their
+	// last acknowledged write.
+	stale := func() int {
+		n := 0
+		for i, k := range mine {
+			if g, ok := to.get(k); ok != (last[i] != "") || string(g.value) != last[i] {
+				n++
+			}
+		}
+		return n
+	}
+	round()
+	for _, k := range others {
+		from.set(k, []byte("other"), 0, 0)
+	}
+
+	zoneA := func(e v1alpha1.Slot) []v1alpha1.Slot {
+		return []v1alpha1.Slot{serving(0, "a-0", "192.0.2.10"), e, serving(2, "a-2", "192.0.2.12")}
+	}
+	zoneB := []v1alpha1.Slot{serving(0, "b-0", "192.0.2.20"), serving(1, "b-1", src.ip), serving(2, "b-2", "192.0.2.22")}
+	rec := newRecorder()
+	r, _ := newHookedRunner(t, "agent-a", rec, Options{ClientMove: clientMove}, testHooks{noForward: noForward})
+	h := v1alpha1.Handoff{Pod: "b-1", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(s), To: "a-1", ToIP: dst.ip}
+	key := contract.ReportKey(h)
+	filling := v1alpha1.Slot{Slot: s, Pod: "a-1", IP: dst.ip, State: v1alpha1.SlotFilling}
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA(filling), "b": zoneB})
+	copied := func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.last[key].State == v1alpha1.HandoffCopied
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !copied() {
+		if copyEnded(rec, key) || time.Now().After(deadline) {
+			t.Fatalf("the copy did not report Copied while the slot was Filling: %+v", rec.last[key])
+		}
+		round()
+	}
+	for range 5 {
+		round()
+	}
+	time.Sleep(2 * clientMove)
+	if copyEnded(rec, key) {
+		t.Fatalf("the copy ended %+v while the slot was Filling: the source's writes would no longer reach the filled Pod", rec.last[key])
+	}
+	// The forwarder may lag the last writes by a little: the switch
+	// comes once the filled Pod holds them, or 5 s later.
+	var got refillCounts
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got.atSwitch = stale(); got.atSwitch == 0 || time.Now().After(end) {
+			break
+		}
+	}
+
+	listed := time.Now()
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA(serving(s, "a-1", dst.ip)), "b": zoneB})
+	// A proxy that has not switched yet writes to the source alone.
+	round()
+	if p := rec.final(t, key, 30*time.Second); p.State != v1alpha1.HandoffDone {
+		t.Fatalf("final report %+v, want Done", p)
+	}
+	if d := time.Since(listed); d < clientMove {
+		t.Errorf("the copy ended %s after the slot was listed, within ClientMove (%s)", d, clientMove)
+	}
+	got.atEnd = stale()
+	for _, k := range others {
+		if _, ok := to.get(k); ok {
+			got.other++
+		}
+	}
+	return got
+}

@@ -42,8 +42,13 @@ var reasons = map[v1alpha1.HandoffReason]reason{
 	// the items leave it in a second pass once the slots are listed.
 	v1alpha1.HandoffGrown: {asks: planned, route: (*Runner).added, remove: true, settle: settleBeforeRemove, left: addedListed},
 	// A Pod took the slot in another zone with no Pod to hand it over; the
-	// source holds the same slot in its own zone, and stays.
-	v1alpha1.HandoffRefill: {asks: refilled, route: (*Runner).refill, flush: true, settle: settleAfterFlush},
+	// source holds the same slot in its own zone, and stays. The slot is
+	// down in that zone (the hook's Filling slot with no From: its reads
+	// go to the other zones) while the copy runs, which starts at once,
+	// once the Pod filled is emptied (flush), and the source's writes of
+	// the slot's keys are forwarded; then Copied, and once the slot is
+	// listed, clients get ClientMove to follow before the forwarding ends.
+	v1alpha1.HandoffRefill: {asks: refilled, route: (*Runner).refill, flush: true, settle: settleBeforeRemove, left: refilledListed},
 	// The leaving Pod held no slot: nothing to copy, the done marker at
 	// once.
 	v1alpha1.HandoffNoSlot: {asks: named, leaving: true},
@@ -84,7 +89,8 @@ type reason struct {
 	// left tells, for a reason that waits for clients once the hook
 	// moved them (settleBeforeDone, settleBeforeRemove), whether the slot
 	// table as it is now gives clients the new place of the source's
-	// keys: then they get ClientMove to follow.
+	// keys: then they get ClientMove to follow. It reads the table of
+	// the entry's zone.
 	left func(h v1alpha1.Handoff, table []v1alpha1.Slot) bool
 }
 
@@ -114,6 +120,13 @@ func addedListed(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
 	return int(first) >= len(t) || t[first].State != v1alpha1.SlotAdding
 }
 
+// refilledListed: a Refill entry's slot is listed in its zone, served by
+// the Pod filled (its Filling ended).
+func refilledListed(h v1alpha1.Handoff, t []v1alpha1.Slot) bool {
+	s, to, toIP, _ := h.Refilled()
+	return int(s) < len(t) && t[s].Pod == to && t[s].IP == toIP && t[s].State == v1alpha1.SlotServing
+}
+
 // settle is when a copy waits for clients to move to the slot's new owner
 // (Options.ClientMove, --handoff-settle).
 type settle int
@@ -121,11 +134,6 @@ type settle int
 const (
 	// settleNever: nothing is copied, so nothing to wait for.
 	settleNever settle = iota
-	// settleAfterFlush: nothing before the lock; once the copy holds it
-	// and has emptied the Pod it fills (flush), right before the bulk
-	// copy (copyJob.settleRefill). A Pod back in its slot must not serve
-	// what it kept meanwhile for the wait.
-	settleAfterFlush
 	// settleBeforeDone: the copy starts at once, while clients are still
 	// given the leaving source for its keys (the hook's Filling or
 	// Removing slot until the copy ended: make before break), and the
@@ -136,12 +144,13 @@ const (
 	settleBeforeDone
 	// settleBeforeRemove: the copy starts at once, without removing
 	// anything from the source, a source that stays, while clients are
-	// still given it for the keys that move (the hook's Adding slots, or
-	// a Moved Pod's Removing old slot), and its writes are forwarded; once
-	// the table gives clients the keys' new places (left), the wait, then
-	// the forwarding ends and, for a reason that removes, a second pass
-	// removes what was handed on from the source
-	// (copyJob.removeAfterListed).
+	// still given it for the keys that move (the hook's Adding slots, a
+	// Moved Pod's Removing old slot; a Refill's slot is down in its zone,
+	// whose proxies read it from the source's zone or another), and its
+	// writes are forwarded; once the table gives clients the keys' new
+	// places (left), the wait, then the forwarding ends and, for a reason
+	// that removes, a second pass removes what was handed on from the
+	// source (copyJob.removeAfterListed).
 	settleBeforeRemove
 )
 
@@ -149,8 +158,6 @@ func (s settle) String() string {
 	switch s {
 	case settleNever:
 		return "never"
-	case settleAfterFlush:
-		return "after the flush"
 	case settleBeforeDone:
 		return "once clients are given the keys' new place, before the done marker"
 	case settleBeforeRemove:

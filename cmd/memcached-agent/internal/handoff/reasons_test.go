@@ -63,12 +63,12 @@ func TestReasons(t *testing.T) {
 		{
 			// "To ... is filled with its items of the slot"; Flush: "the
 			// agent empties it before it copies"; the source "stays";
-			// done marker: no; it waits for clients once the filled Pod
-			// is emptied, not before the lock (settleRefill).
+			// done marker: no; the copy starts at once (the slot is down
+			// in its zone), and clients get ClientMove once it is listed.
 			name: "Refill: the slot's items to the Pod filled, emptied first, from a source that stays", reason: v1alpha1.HandoffRefill,
 			entry:    v1alpha1.Handoff{Pod: "b-1", IP: "10.0.1.1", Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1), To: "a-1", ToIP: "10.0.0.1", Flush: true},
 			notYet:   v1alpha1.Handoff{Pod: "b-1", IP: "10.0.1.1", Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1)},
-			wantAsks: true, wantCopies: true, wantSettle: settleAfterFlush, wantFlush: true,
+			wantAsks: true, wantCopies: true, wantSettle: settleBeforeRemove, wantFlush: true,
 		},
 		{
 			// "nothing to copy"; done marker: "yes, at once".
@@ -189,7 +189,6 @@ func TestREADMEReasons(t *testing.T) {
 	}
 	waits := map[settle]string{
 		settleNever:        "no",
-		settleAfterFlush:   "once it holds the lock, after the flush",
 		settleBeforeDone:   "once clients are given the keys' new place, before the done marker",
 		settleBeforeRemove: "once clients are given the keys' new places, before the copy ends",
 	}

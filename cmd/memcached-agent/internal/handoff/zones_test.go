@@ -1,9 +1,7 @@
 package handoff
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +9,6 @@ import (
 	"github.com/example/memcached-operator/sync/api/v1alpha1"
 	"github.com/example/memcached-operator/sync/contract"
 	"github.com/example/memcached-operator/sync/slots"
-	"github.com/example/memcached-operator/test/testutil"
 )
 
 // TestZonesRouteByTheirZonesTable removes a slot in zone b while zone a's
@@ -60,10 +57,9 @@ func TestZonesRouteByTheirZonesTable(t *testing.T) {
 // that holds slot 1 in zone b: the items whose keys hash to slot 1 go to
 // it, a newer value it holds already stays, the source keeps every item
 // and gets no done marker (it stays), and the items of other slots the
-// source kept from earlier changes stay where they are. The copy waits
-// for clients to move (ClientMove) once it holds the lock: a write the
-// source takes meanwhile (the proxies send the slot's writes to the
-// other zones alone until they route it to the filled Pod) is copied.
+// source kept from earlier changes stay where they are. The slot is
+// Filling (down in zone a) meanwhile: the copy starts at once, well
+// within ClientMove, and reports Copied; once the slot is listed, Done.
 func TestRefill(t *testing.T) {
 	src := startServer(t, nextIP(t), 64)
 	dst := startServer(t, nextIP(t), 64)
@@ -80,24 +76,28 @@ func TestRefill(t *testing.T) {
 	// Written to the filled Pod since it took the slot: newer.
 	newClient(t, dst.addr).set(mine[0], []byte("new"), 0, 0)
 
-	zoneA := []v1alpha1.Slot{serving(0, "a-0", "192.0.2.10"), serving(1, "a-1", dst.ip), serving(2, "a-2", "192.0.2.12")}
+	zoneA := func(e v1alpha1.Slot) []v1alpha1.Slot {
+		return []v1alpha1.Slot{serving(0, "a-0", "192.0.2.10"), e, serving(2, "a-2", "192.0.2.12")}
+	}
 	zoneB := []v1alpha1.Slot{serving(0, "b-0", "192.0.2.20"), serving(1, "b-1", src.ip), serving(2, "b-2", "192.0.2.22")}
 	rec := newRecorder()
-	const settle = time.Second
+	// Long enough that a copy which waited it first would not have
+	// started by then.
+	const settle = 3 * time.Second
 	var once sync.Once
 	var firstGet time.Time
 	r, _ := newHookedRunner(t, "agent-a", rec, Options{ClientMove: settle}, testHooks{beforeGet: func([]dumpKey) { once.Do(func() { firstGet = time.Now() }) }})
 	h := v1alpha1.Handoff{Pod: "b-1", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(1), To: "a-1", ToIP: dst.ip}
+	key := contract.ReportKey(h)
 	start := time.Now()
-	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA, "b": zoneB})
-	// The copy holds the lock (its first report) and waits: the source
-	// takes a write of the slot, which only the other zones got.
-	rec.wait(t, "the Refill's first report", 10*time.Second, func(r *recorder) bool { return len(r.states[contract.ReportKey(h)]) > 0 })
-	c.set(mine[1], []byte("meanwhile"), 7, 0)
-	p := rec.final(t, contract.ReportKey(h), 30*time.Second)
-	if d := firstGet.Sub(start); d < settle {
-		t.Errorf("the copy read its first item %s after the entry came, want %s at least (ClientMove)", d, settle)
+	filling := v1alpha1.Slot{Slot: 1, Pod: "a-1", IP: dst.ip, State: v1alpha1.SlotFilling}
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA(filling), "b": zoneB})
+	rec.wait(t, "the Refill's copy to copy", 30*time.Second, func(r *recorder) bool { return r.last[key].State == v1alpha1.HandoffCopied })
+	if d := firstGet.Sub(start); d >= settle {
+		t.Errorf("the copy read its first item %s after the entry came, want it at once, well within ClientMove (%s): nobody reads the slot from the filled Pod", d, settle)
 	}
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": zoneA(serving(1, "a-1", dst.ip)), "b": zoneB})
+	p := rec.final(t, key, 30*time.Second)
 	if want := int64(len(mine) - 1); p.State != v1alpha1.HandoffDone || p.Items != want || p.Skipped != 1 {
 		t.Errorf("final report %+v, want Done, %d items, 1 skipped", p, want)
 	}
@@ -105,11 +105,8 @@ func TestRefill(t *testing.T) {
 	for i, k := range mine {
 		g, ok := to.get(k)
 		want := "old"
-		switch i {
-		case 0:
+		if i == 0 {
 			want = "new"
-		case 1:
-			want = "meanwhile"
 		}
 		if !ok || string(g.value) != want {
 			t.Errorf("filled Pod's %s = %q (%v), want %q", k, g.value, ok, want)
@@ -131,8 +128,7 @@ func TestRefill(t *testing.T) {
 // TestRefillFlush fills a Pod back in its own slot after a partition:
 // what it kept from before (a value the other zones overwrote since, a key
 // they deleted) is gone, and it holds the source's items of the slot. It
-// is emptied before the copy waits for clients to move (ClientMove), not
-// after: the proxies read from it again within a second.
+// is emptied before the copy, which ends once the slot is listed.
 func TestRefillFlush(t *testing.T) {
 	src := startServer(t, nextIP(t), 64)
 	dst := startServer(t, nextIP(t), 64)
@@ -152,26 +148,21 @@ func TestRefillFlush(t *testing.T) {
 	from.set(keys[0], []byte("fresh"), 0, 0)
 	from.set(keys[2], []byte("same"), 0, 0)
 
-	table := func(ip string) []v1alpha1.Slot {
-		return []v1alpha1.Slot{serving(0, "x", ip), serving(1, "y", "192.0.2.1")}
+	table := func(e v1alpha1.Slot) []v1alpha1.Slot {
+		return []v1alpha1.Slot{e, serving(1, "y", "192.0.2.1")}
 	}
 	rec := newRecorder()
-	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: 2 * time.Second})
+	r, _ := newRunner(t, "agent-a", rec, Options{ClientMove: 200 * time.Millisecond})
 	h := v1alpha1.Handoff{Pod: "b-0", IP: src.ip, Reason: v1alpha1.HandoffRefill, Zone: "a", Slot: slot(0), To: "x", ToIP: dst.ip, Flush: true}
-	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(dst.ip), "b": table(src.ip)})
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if _, ok := to.get(keys[1]); ok {
-			return errors.New("the filled Pod was not emptied")
-		}
-		return nil
-	})
-	rec.mu.Lock()
-	states := rec.states[contract.ReportKey(h)]
-	rec.mu.Unlock()
-	if slices.Contains(states, string(v1alpha1.HandoffDone)) {
-		t.Errorf("the filled Pod was emptied after the copy ended (%v), want before it waits for clients to move", states)
+	key := contract.ReportKey(h)
+	zoneB := table(serving(0, "b-0", src.ip))
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(v1alpha1.Slot{Slot: 0, Pod: "x", IP: dst.ip, State: v1alpha1.SlotFilling}), "b": zoneB})
+	rec.wait(t, "the Refill's copy to copy", 30*time.Second, func(r *recorder) bool { return r.last[key].State == v1alpha1.HandoffCopied })
+	if _, ok := to.get(keys[1]); ok {
+		t.Errorf("the filled Pod still holds %s once the copy copied: it was not emptied first", keys[1])
 	}
-	if p := rec.final(t, contract.ReportKey(h), 30*time.Second); p.State != v1alpha1.HandoffDone || p.Items != 2 || p.Skipped != 0 {
+	r.UpdateZones([]v1alpha1.Handoff{h}, map[string][]v1alpha1.Slot{"a": table(serving(0, "x", dst.ip)), "b": zoneB})
+	if p := rec.final(t, key, 30*time.Second); p.State != v1alpha1.HandoffDone || p.Items != 2 || p.Skipped != 0 {
 		t.Errorf("final report %+v, want Done, 2 items, none skipped", p)
 	}
 	for _, tt := range []struct {
