@@ -66,9 +66,9 @@ type Agent struct {
 	// Name is its Pod's name (POD_NAME): the agent beside a proxy
 	// reports what its proxy loaded under it.
 	Name string
-	cmd         *exec.Cmd
-	out         *testutil.LockedBuffer
-	done        chan struct{}
+	cmd  *exec.Cmd
+	out  *testutil.LockedBuffer
+	done chan struct{}
 }
 
 var agentBuild struct {

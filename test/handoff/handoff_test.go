@@ -96,7 +96,16 @@ type cluster struct {
 	// how long the proxy took to route by each new one (switches, under
 	// mu).
 	table     v1alpha1.SlotTable
-	switching sync.WaitGroup
+	// unconfirmed are the table versions published that the proxies
+	// have not confirmed loading yet (status.slotTable.proxyVersion),
+	// each with when it was published; confirms counts those confirmed.
+	unconfirmed []published
+	confirms    int
+	seen        int64 // the highest table version published
+	// handsOff is the spec's: only then do copies wait for the proxy's
+	// word, and does the agent beside it report it.
+	handsOff bool
+	switching   sync.WaitGroup
 	mu        sync.Mutex
 	switches  []time.Duration
 }
@@ -107,8 +116,16 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 	t.Helper()
 	dir := dataplane.ReadableDir(t)
 	k := &cluster{t: t, name: name, pods: map[string]*pod.Pod{},
-		c:   &dataplane.Cluster{Name: name, Namespace: "default", Spec: spec},
+		// The slot table's settle waits are followed at once, a fill's
+		// bound is not: a Filling slot waits for the agent's report, as
+		// in a cluster, and the tests' syncs move the clock on.
+		c:   &dataplane.Cluster{Name: name, Namespace: "default", Spec: spec, MaxResync: 5 * time.Second},
 		dir: dir, file: filepath.Join(dir, "memcached.json")}
+	var ms v1alpha1.MemcachedSpec
+	if err := json.Unmarshal([]byte(spec), &ms); err != nil {
+		t.Fatalf("spec %s: %v", spec, err)
+	}
+	k.handsOff = ms.HandsOff()
 	k.c.Sync(t)
 	k.tmpl = k.c.PodTemplate(t)
 	for range size {
@@ -132,6 +149,7 @@ func newCluster(t *testing.T, name, spec string, size int, proxyIP string) *clus
 			t.Fatalf("the proxy does not route by its first pool: %v\n%s", err, k.proxy.Log())
 		}
 		k.table = k.c.Status().SlotTable
+		k.seen = k.table.Version // loaded: the proxy routes by it
 		// The proxy's Pod is Ready: it routes by a pool. The hook counts
 		// what its agent reports it loaded (status.slotTable.proxyVersion).
 		k.c.Proxies = append(k.c.Proxies, dataplane.Pod{Name: k.proxyAgent.Name, IP: proxyIP, Ready: true})
@@ -278,6 +296,7 @@ func (k *cluster) publish() v1alpha1.MemcachedStatus {
 	if k.synced != nil {
 		k.synced(st)
 	}
+	k.confirmed(st.SlotTable)
 	if k.proxy == nil || k.table.Slots == nil || dataplane.ExpectedPool(st.SlotTable) == dataplane.ExpectedPool(k.table) {
 		k.c.WriteFile(k.t, k.file)
 		return st
@@ -305,6 +324,44 @@ func (k *cluster) publish() v1alpha1.MemcachedStatus {
 		testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/pool-switch/%s/%d", strings.TrimPrefix(k.t.Name(), "Test"), len(k.switches)), "%.3f s", d.Seconds())
 	}()
 	return st
+}
+
+// published is a table version, and when a status first had it.
+type published struct {
+	version int64
+	at      time.Time
+}
+
+// confirmed prints, for each table version published, how long the
+// proxy took to confirm it loaded it, as the status says
+// (status.slotTable.proxyVersion, from the report of the agent beside
+// it): the wait a copy now has instead of a clock.
+func (k *cluster) confirmed(t v1alpha1.SlotTable) {
+	if k.proxy == nil || !k.handsOff {
+		return
+	}
+	if t.Version > k.seen {
+		k.seen = t.Version
+		k.unconfirmed = append(k.unconfirmed, published{t.Version, time.Now()})
+	}
+	for len(k.unconfirmed) > 0 && k.unconfirmed[0].version <= t.ProxyVersion {
+		k.confirms++
+		testutil.Benchmark(fmt.Sprintf("BenchmarkHandoff/proxy-confirm/%s/%d", strings.TrimPrefix(k.t.Name(), "Test"), k.confirms),
+			"%.3f s", time.Since(k.unconfirmed[0].at).Seconds())
+		k.unconfirmed = k.unconfirmed[1:]
+	}
+}
+
+// waitConfirmed publishes until the proxy confirmed every table version
+// published: the agent beside it asks it, and reports.
+func (k *cluster) waitConfirmed() {
+	k.t.Helper()
+	if k.proxy == nil || !k.handsOff {
+		return
+	}
+	if !testutil.Poll(30*time.Second, func() bool { k.publish(); return len(k.unconfirmed) == 0 }) {
+		k.t.Errorf("the proxy did not confirm table versions %v; the status says it loaded %d", k.unconfirmed, k.c.Status().SlotTable.ProxyVersion)
+	}
 }
 
 // switched says how long the proxy took to route by each pool published
@@ -403,7 +460,7 @@ func (k *cluster) replace(names []string, surge bool) []left {
 			}
 		}
 	}
-	k.publish()
+	k.waitConfirmed()
 	return out
 }
 
