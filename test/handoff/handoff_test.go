@@ -95,7 +95,7 @@ type cluster struct {
 	// proxy routes by the first; switching waits for the measurements of
 	// how long the proxy took to route by each new one (switches, under
 	// mu).
-	table     v1alpha1.SlotTable
+	table v1alpha1.SlotTable
 	// unconfirmed are the table versions published that the proxies
 	// have not confirmed loading yet (status.slotTable.proxyVersion),
 	// each with when it was published; confirms counts those confirmed.
@@ -104,8 +104,8 @@ type cluster struct {
 	seen        int64 // the highest table version published
 	// handsOff is the spec's: only then do copies wait for the proxy's
 	// word, and does the agent beside it report it.
-	handsOff bool
-	switching   sync.WaitGroup
+	handsOff  bool
+	switching sync.WaitGroup
 	mu        sync.Mutex
 	switches  []time.Duration
 }
