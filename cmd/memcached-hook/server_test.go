@@ -282,15 +282,20 @@ func checkCustomizeAnswer(t *testing.T, req map[string]any, res result) {
 	if err := json.Unmarshal(res.body, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"relatedResources": []any{map[string]any{
-		"apiVersion": "v1",
-		"resource":   "pods",
-		"namespace":  testutil.At(req, "parent", "metadata", "namespace"),
-		"labelSelector": map[string]any{"matchLabels": map[string]any{
-			"app.kubernetes.io/name":     "memcached",
-			"app.kubernetes.io/instance": testutil.At(req, "parent", "metadata", "name"),
-		}},
-	}}}
+	// The memcached Pods, and the proxy tier's (whose agents report the
+	// pool each proxy loaded).
+	rule := func(app string) any {
+		return map[string]any{
+			"apiVersion": "v1",
+			"resource":   "pods",
+			"namespace":  testutil.At(req, "parent", "metadata", "namespace"),
+			"labelSelector": map[string]any{"matchLabels": map[string]any{
+				"app.kubernetes.io/name":     app,
+				"app.kubernetes.io/instance": testutil.At(req, "parent", "metadata", "name"),
+			}},
+		}
+	}
+	want := map[string]any{"relatedResources": []any{rule("memcached"), rule("memcached-proxy")}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("customize answer mismatch (-want +got):\n%s", diff)
 	}
