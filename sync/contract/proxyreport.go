@@ -33,6 +33,12 @@ func ParseProxyReportKey(key string) (string, bool) {
 // its proxy has loaded ("" without zones), the version of the zone's slot
 // table that pool was written from. Loaded is empty while the proxy has
 // loaded no pool.
+//
+// A version names the served list (the Serving slots' Pods and addresses,
+// in order), not every byte of the pool: a table that only drops trailing
+// slots that are down keeps its version. Every switch a copy waits for
+// (a slot served by a new Pod, a Removing slot gone, Adding slots listed,
+// a refilled slot up) changes the served list, so its version rises.
 type ProxyReport struct {
 	Loaded map[string]int64 `json:"loaded"`
 }

@@ -27,8 +27,8 @@ type observed struct {
 	managed     map[string]bool                     // the child kinds the CompositeController manages
 	names       map[string]bool                     // the observed children, as kind key + "/" + name
 	reports     map[string]v1alpha1.HandoffProgress // the agent's, by contract.ReportKey
-	// proxies are the proxy tier's live Pods (not terminating), sorted by
-	// name; proxyReports, what the agent beside each said its proxy
+	// proxies are the proxy tier's Pods that have not finished, sorted
+	// by name; proxyReports, what the agent beside each said its proxy
 	// loaded, by Pod name (contract.ProxyReportKey).
 	proxies      []metacontroller.Pod
 	proxyReports map[string]contract.ProxyReport
@@ -68,10 +68,11 @@ func observe(req *metacontroller.SyncRequest, finalizing bool) observed {
 	live := make([]metacontroller.Pod, 0, len(req.Pods))
 	for _, pod := range req.Pods {
 		// The proxy tier's Pods (the customize hook asks for them too)
-		// count only for what their proxies loaded; a terminating one
-		// has no new clients, and its own go with it.
+		// count only for what their proxies loaded (proxyVersion); a
+		// terminating one still serves the connections it has through
+		// its preStop, and counts while its agent still reports.
 		if pod.Metadata.Namespace == req.Parent.Namespace && hasLabels(pod.Metadata.Labels, wantProxy) {
-			if pod.Metadata.DeletionTimestamp == nil && pod.Status.Phase != string(corev1.PodFailed) && pod.Status.Phase != string(corev1.PodSucceeded) {
+			if pod.Status.Phase != string(corev1.PodFailed) && pod.Status.Phase != string(corev1.PodSucceeded) {
 				obs.proxies = append(obs.proxies, pod)
 			}
 			continue

@@ -343,14 +343,16 @@ func keepProxyVersions(prev v1alpha1.MemcachedStatus, st *v1alpha1.MemcachedStat
 // (status.slotTable.proxyVersion): the lowest they said, never above the
 // table's own. A Ready proxy that has not said counts as having loaded
 // nothing; one that is not Ready and has not said has no clients yet (its
-// Pod is Ready only once its proxy loaded a pool) and is left out. With no
-// proxy to ask, 0: a copy then waits its bound rather than take clients
-// nobody confirmed as moved.
+// Pod is Ready only once its proxy loaded a pool) and is left out. A
+// terminating proxy serves the connections it has through its preStop:
+// it counts while its agent reports, which takes its report out as it
+// stops. With no proxy to ask, 0: a copy then waits its bound rather than
+// take clients nobody confirmed as moved.
 func proxyVersion(obs observed, zone string, version int64) int64 {
 	lowest, asked := version, false
 	for _, pod := range obs.proxies {
 		r, said := obs.proxyReports[pod.Metadata.Name]
-		if !said && !podReady(pod) {
+		if !said && (!podReady(pod) || pod.Metadata.DeletionTimestamp != nil) {
 			continue
 		}
 		asked = true

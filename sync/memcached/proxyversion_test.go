@@ -71,9 +71,14 @@ func TestProxyVersion(t *testing.T) {
 		children: []any{reports(map[string]string{contract.ProxyReportKey("m-proxy-a"): said(700), contract.ProxyReportKey("m-proxy-gone"): said(1)})},
 		want:     700,
 	}, {
-		name: "a terminating proxy is not waited for",
+		name: "a terminating proxy still serves its connections: waited for while it reports",
 		spec: proxySpec, pods: append(pods, proxy("m-proxy-a", true), pod{name: "m-proxy-old", ready: true, deleting: true, ip: "10.9.0.2", labels: proxyLabels}),
-		children: []any{reports(map[string]string{contract.ProxyReportKey("m-proxy-a"): said(700), contract.ProxyReportKey("m-proxy-old"): said(3)})},
+		children: []any{reports(map[string]string{contract.ProxyReportKey("m-proxy-a"): said(700), contract.ProxyReportKey("m-proxy-old"): said(650)})},
+		want:     650,
+	}, {
+		name: "a terminating proxy whose agent took its report out: left out",
+		spec: proxySpec, pods: append(pods, proxy("m-proxy-a", true), pod{name: "m-proxy-old", ready: true, deleting: true, ip: "10.9.0.2", labels: proxyLabels}),
+		children: []any{reports(map[string]string{contract.ProxyReportKey("m-proxy-a"): said(700)})},
 		want:     700,
 	}, {
 		name: "a report from a newer status is not above the table",

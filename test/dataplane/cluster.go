@@ -47,8 +47,12 @@ type Cluster struct {
 	// on its clock: the slot table's waits for events to settle, not a
 	// make-before-break bound (sync/slots.Fill: tens of seconds), which
 	// followed at once would end the fill in the Sync that began it. A
-	// test that sets it syncs again itself, each Sync a second later.
+	// test that sets it syncs again itself, each Sync as long after the
+	// last as it really is (not a second later): the bound then passes in
+	// real time, however often the test syncs.
 	MaxResync time.Duration
+	// synced is when the last Sync began, in real time.
+	synced time.Time
 
 	status v1alpha1.MemcachedStatus
 	// children are the last Sync's answered children.
@@ -75,16 +79,24 @@ func (c *Cluster) Status() v1alpha1.MemcachedStatus { return c.status }
 func (c *Cluster) SetStatus(s v1alpha1.MemcachedStatus) { c.status = s }
 
 // Sync answers a sync for the Cluster as it is now, a second later than
-// the last, and keeps the status. When the hook asks to be called again
+// the last (with MaxResync, as long after it as really passed), and keeps
+// the status. When the hook asks to be called again
 // (resyncAfterSeconds: the slot table waits for the Pods' events to
 // settle), Sync does so then, as Metacontroller would, so that the status
 // it returns has taken in every change made before the call.
 func (c *Cluster) Sync(t testing.TB) v1alpha1.MemcachedStatus {
 	t.Helper()
-	if c.now.IsZero() {
-		c.now = time.Now().Truncate(time.Second)
+	switch {
+	case c.now.IsZero():
+		c.now = time.Now().Truncate(time.Second).Add(time.Second)
+	case c.MaxResync > 0:
+		// As long after the last as it really is: a test that syncs
+		// every 20 ms must not run a fill's bound out in a second.
+		c.now = c.now.Add(max(time.Since(c.synced), time.Millisecond))
+	default:
+		c.now = c.now.Add(time.Second)
 	}
-	c.now = c.now.Add(time.Second)
+	c.synced = time.Now()
 	for range 5 {
 		resync := c.syncOnce(t)
 		if resync == 0 || (c.MaxResync > 0 && resync > c.MaxResync) {

@@ -201,8 +201,11 @@ func (j *copyJob) bulkCopy(rt route) error {
 // source's items on top would leave those. Its slot is down in its zone
 // until the copy ended (the hook's Filling slot with no From), so no
 // client reads it meanwhile, nor writes to it: what it holds once the
-// copy ended is the source's items and writes. Only the agent that holds
-// the source's lock empties it, once, before its copy.
+// copy ended is the source's items and writes. (A Pod that was Ready
+// longer than the fill's bound before it took the slot is listed at once:
+// then the flush costs it misses, which the copy fills, never an older
+// value.) Only the agent that holds the source's lock empties it, once,
+// before its copy.
 func (j *copyJob) emptyFilled(ctx context.Context) error {
 	if !j.rs.flush || !j.h.Flush {
 		return nil
