@@ -149,6 +149,18 @@ func TestAlertsOnARealPrometheus(t *testing.T) {
 	start(t, "prometheus", promAddr, prometheus, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	p := &promAPI{t: t, base: "http://" + promAddr}
+	// Prometheus listens before it has loaded its TSDB and its
+	// configuration, and answers its API 503 until then: it says when it
+	// is ready on /-/ready (a query at once failed one of ten runs in
+	// make flake-hunt).
+	p.waitFor("prometheus ready", 30*time.Second, func() bool {
+		res, err := http.Get(p.base + "/-/ready")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
 	p.waitFor("every target up", 30*time.Second, func() bool {
 		up := p.query(`up`)
 		return len(up) == memcachedPods+2 && !slices.ContainsFunc(up, func(s sample) bool { return s.value != 1 })
